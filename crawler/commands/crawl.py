@@ -1,0 +1,69 @@
+"""``scrapy crawl``, with the crawler's checks before the crawl starts.
+
+Scrapy's own ``crawl`` command reports a bad setting, a missing seeds file or
+an unreachable Redis as a traceback from deep inside the engine. This command
+checks them first and prints one line naming the problem (exit status 2).
+Everything else is Scrapy's command unchanged.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from typing import TYPE_CHECKING
+
+import redis
+from scrapy.commands.crawl import Command as ScrapyCrawlCommand
+from scrapy.exceptions import UsageError
+
+from crawler.exceptions import ConfigurationError
+from crawler.frontier.config import FrontierConfig
+from crawler.redisconn.config import RedisConfig
+
+if TYPE_CHECKING:
+    import argparse
+
+    from scrapy.settings import BaseSettings
+
+
+def preflight(settings: BaseSettings, spider_cls: type, spider_name: str, spider_args: dict[str, str]) -> None:
+    """Raise :class:`ConfigurationError` for anything that would stop the crawl at start."""
+    validate = getattr(spider_cls, "validate_arguments", None)
+    if callable(validate):
+        validate(**spider_args)
+    if settings.get("SCHEDULER") != "crawler.frontier.scheduler.FrontierScheduler":
+        return
+    crawl_id = str(settings.get("FRONTIER_CRAWL_ID") or spider_name)
+    FrontierConfig.from_settings(settings, crawl_id)
+    redis_config = RedisConfig.from_settings(settings, crawl_id)
+    if redis_config.url is None:
+        if shutil.which(redis_config.server_binary) is None:
+            raise ConfigurationError(
+                "REDIS_SERVER_BINARY",
+                f"{redis_config.server_binary!r} not found: install redis-server "
+                "(apt-get install redis-server) or set REDIS_URL",
+            )
+        return
+    try:
+        client = redis.Redis.from_url(redis_config.url, socket_connect_timeout=3, socket_timeout=3)
+        client.ping()
+        client.close()
+    except (redis.exceptions.RedisError, OSError, ValueError) as exc:
+        raise ConfigurationError("REDIS_URL", f"cannot reach Redis at {redis_config.url}: {exc}") from None
+
+
+class Command(ScrapyCrawlCommand):
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        if len(args) == 1 and self.crawler_process is not None:
+            assert self.settings is not None
+            try:
+                spider_cls = self.crawler_process.spider_loader.load(args[0])
+            except KeyError:
+                raise UsageError(f"Spider not found: {args[0]}") from None
+            try:
+                preflight(self.settings, spider_cls, args[0], dict(opts.spargs))
+            except ConfigurationError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                self.exitcode = 2
+                return
+        super().run(args, opts)

@@ -1,0 +1,75 @@
+"""The frontier's settings, parsed once into a frozen dataclass."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from scrapy.settings import BaseSettings
+
+from crawler.exceptions import ConfigurationError
+from crawler.settings_parsing import get_float, get_int, get_int_list
+
+_CRAWL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+
+
+@dataclass(frozen=True)
+class FrontierConfig:
+    crawl_id: str
+    #: Seconds between two requests to one host, at least.
+    min_delay: float
+    #: The politeness delay is this multiple of the last fetch's duration.
+    delay_factor: float
+    #: Cap on the duration-derived delay (a 60 s fetch must not park a host for 10 min).
+    max_delay: float
+    #: Weights of the front queues, highest priority first.
+    queue_weights: tuple[int, ...]
+    #: Hosts that may hold a back queue at once (Mercator: ~3x the fetch slots).
+    active_hosts: int
+    #: Seconds a claimed URL stays leased without renewal.
+    lease_timeout: float
+    #: Seconds an idle worker waits before looking at the shared frontier again.
+    idle_poll: float
+    #: Front-queue entries moved to back queues per claim call, at most.
+    refill_batch: int
+    #: Requests sent to Redis per enqueue call, at most.
+    enqueue_batch: int
+    #: Fingerprints remembered in-process to skip sending known duplicates to Redis.
+    local_seen_size: int
+    #: URLs handed to the downloader at once (Scrapy's CONCURRENT_REQUESTS).
+    concurrency: int
+
+    @property
+    def levels(self) -> int:
+        return len(self.queue_weights)
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings, spider_name: str) -> FrontierConfig:
+        crawl_id = str(settings.get("FRONTIER_CRAWL_ID") or spider_name)
+        if not _CRAWL_ID.match(crawl_id):
+            raise ConfigurationError(
+                "FRONTIER_CRAWL_ID",
+                f"{crawl_id!r} is not a valid crawl id (letters, digits, '_', '.', '-'; at most 100)",
+            )
+        concurrency = get_int(settings, "CONCURRENT_REQUESTS", 16, minimum=1)
+        weights = get_int_list(settings, "FRONTIER_QUEUE_WEIGHTS", (8, 4, 2, 1), minimum=1)
+        if len(weights) < 3:
+            raise ConfigurationError("FRONTIER_QUEUE_WEIGHTS", f"needs at least 3 priority levels, got {weights!r}")
+        if len(weights) > 16:
+            raise ConfigurationError("FRONTIER_QUEUE_WEIGHTS", f"at most 16 priority levels, got {len(weights)}")
+        active = get_int(settings, "FRONTIER_ACTIVE_HOSTS", 0, minimum=0) or 3 * concurrency
+        lease = get_float(settings, "FRONTIER_LEASE_TIMEOUT", 60.0, minimum=1.0)
+        return cls(
+            crawl_id=crawl_id,
+            min_delay=get_float(settings, "FRONTIER_MIN_DELAY", 1.0, minimum=0.0),
+            delay_factor=get_float(settings, "FRONTIER_DELAY_FACTOR", 10.0, minimum=0.0),
+            max_delay=get_float(settings, "FRONTIER_MAX_DELAY", 300.0, minimum=0.0),
+            queue_weights=weights,
+            active_hosts=active,
+            lease_timeout=lease,
+            idle_poll=get_float(settings, "FRONTIER_IDLE_POLL", 1.0, minimum=0.01),
+            refill_batch=get_int(settings, "FRONTIER_REFILL_BATCH", 1000, minimum=1),
+            enqueue_batch=get_int(settings, "FRONTIER_ENQUEUE_BATCH", 500, minimum=1),
+            local_seen_size=get_int(settings, "FRONTIER_LOCAL_SEEN_SIZE", 200_000, minimum=0),
+            concurrency=concurrency,
+        )

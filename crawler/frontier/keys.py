@@ -1,0 +1,78 @@
+"""Every Redis key of the frontier, named in one place.
+
+All keys of one crawl shard share the hash tag ``{<crawl id>.<shard>}``, so a
+Lua script touching several of them stays within one Redis Cluster slot.
+Per-host keys (back queues) are derived from :attr:`FrontierKeys.prefix`
+inside the scripts, with the same tag.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+NAMESPACE = "frontier"
+
+
+@dataclass(frozen=True)
+class FrontierKeys:
+    crawl_id: str
+    shard: int = 0
+
+    @property
+    def prefix(self) -> str:
+        return f"{NAMESPACE}:{{{self.crawl_id}.{self.shard}}}:"
+
+    def key(self, name: str) -> str:
+        return self.prefix + name
+
+    @property
+    def seen(self) -> str:
+        """SET of URL fingerprints ever enqueued."""
+        return self.key("seen")
+
+    @property
+    def requests(self) -> str:
+        """HASH request id -> encoded request."""
+        return self.key("req")
+
+    @property
+    def ready(self) -> str:
+        """ZSET host -> earliest time (ms) it may be contacted; hosts not in flight."""
+        return self.key("ready")
+
+    @property
+    def active(self) -> str:
+        """SET of hosts that own a back queue (ready or in flight)."""
+        return self.key("active")
+
+    @property
+    def cooldown(self) -> str:
+        """ZSET host -> next allowed time (ms) of hosts without a back queue."""
+        return self.key("cool")
+
+    @property
+    def leases(self) -> str:
+        """ZSET lease member -> expiry (ms)."""
+        return self.key("leases")
+
+    @property
+    def queued(self) -> str:
+        """Counter of requests in front and back queues (not leased)."""
+        return self.key("queued")
+
+    @property
+    def host_delay(self) -> str:
+        """HASH host -> minimum delay (ms) set by other components (robots, backoff)."""
+        return self.key("hostdelay")
+
+    def front(self, level: int) -> str:
+        """LIST of ``"<host> <id>"`` entries of one priority level."""
+        return self.key(f"front:{level}")
+
+    def back(self, host: str) -> str:
+        """ZSET request id -> level * 1e13 + id: the back queue of one host."""
+        return self.key(f"q:{host}")
+
+    def crawl_key(self, name: str) -> str:
+        """A key of the whole crawl, outside any shard (crawl metadata)."""
+        return f"{NAMESPACE}:{{{self.crawl_id}}}:{name}"

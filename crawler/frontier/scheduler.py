@@ -1,0 +1,430 @@
+"""The Scrapy scheduler that serves requests from the shared Redis frontier.
+
+Scrapy calls :meth:`FrontierScheduler.enqueue_request` and
+:meth:`FrontierScheduler.next_request` synchronously, many times a second, so
+neither talks to Redis. A single background task, the *pump*, does all the I/O
+in one pipelined round trip per cycle (:meth:`RedisFrontier.step`): it sends
+the requests enqueued since the last cycle, acknowledges the leases of
+requests the engine has finished with, renews the leases still held, and
+claims as many new URLs as there are free download slots. Claimed requests
+wait in a small local buffer for the engine to take them.
+
+A request is *finished* when the engine drops it from its in-progress set,
+which happens after the download, the spider callback, every request the
+callback produced has been enqueued here, and every item has left the item
+pipelines. Only then is its lease acked, in the same round trip as (and after)
+the requests it produced, so a worker that dies at any moment loses nothing:
+its unacked leases expire and their URLs are fetched again by someone else.
+
+The host's next allowed time is computed from the time the download left the
+downloader (``request_left_downloader``), by :class:`PolitenessPolicy`.
+
+The pump sleeps until the earliest of: a new event (enqueue, finished request),
+the next host's ready time, the next lease expiry (another worker may have
+died), or ``FRONTIER_IDLE_POLL``; so a host that becomes ready in t ms is
+fetched about t ms later, not at the engine's next 5 s heartbeat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from scrapy import Request, Spider, signals
+from scrapy.core.scheduler import BaseScheduler
+from scrapy.utils.defer import deferred_from_coro
+
+from crawler.bounded import BoundedSet
+from crawler.exceptions import CodecError, ConfigurationError, FrontierUnavailableError
+from crawler.frontier.codec import RequestCodec
+from crawler.frontier.config import FrontierConfig
+from crawler.frontier.keys import FrontierKeys
+from crawler.frontier.policy import PolitenessPolicy, PriorityLevels
+from crawler.frontier.store import Completion, EnqueueEntry, Lease, RedisFrontier, StepResult
+from crawler.redisconn.provider import RedisProvider, crawl_id_for
+from crawler.urls import NORMALIZATION_VERSION, UrlError, canonicalize, url_fingerprint
+
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
+    from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
+
+    from typing_extensions import Self
+
+logger = logging.getLogger(__name__)
+
+#: ``Request.meta`` key holding the :class:`Handout` of a request served by the frontier.
+LEASE_META = "frontier_lease"
+
+_REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
+_MAX_BACKOFF = 30.0
+
+
+@dataclass(slots=True)
+class Handout:
+    """A leased request on its way through this worker."""
+
+    lease: Lease
+    handed_at: float = 0.0
+    fetch_end: float = 0.0
+
+
+class FrontierScheduler(BaseScheduler):
+    """Scrapy scheduler over the Redis Mercator frontier (``SCHEDULER``)."""
+
+    def __init__(
+        self,
+        crawler: Crawler,
+        config: FrontierConfig,
+        provider: RedisProvider,
+        stats: StatsCollector,
+    ) -> None:
+        self.crawler = crawler
+        self.config = config
+        self.provider = provider
+        self.stats = stats
+        self.keys = FrontierKeys(config.crawl_id)
+        self.politeness = PolitenessPolicy(config.min_delay, config.delay_factor, config.max_delay)
+        self.levels = PriorityLevels(config.levels)
+        self.frontier: RedisFrontier | None = None
+        self.codec: RequestCodec | None = None
+        self._local_seen = BoundedSet(config.local_seen_size)
+        self._enqueues: list[EnqueueEntry] = []
+        self._completions: list[Completion] = []
+        self._buffer: deque[tuple[Request, Handout]] = deque()
+        self._handed: dict[Request, Handout] = {}
+        self._inprogress: set[Request] = set()
+        self._nextcall: Any = None
+        self._pump_task: asyncio.Task[None] | None = None
+        self._wake: asyncio.Event | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._closing = False
+        self._synced = False
+        self._step_running = False
+        self._global_pending = 0
+        self._next_ready_at = 0.0
+        self._last_renew = 0.0
+        crawler.signals.connect(self._left_downloader, signal=signals.request_left_downloader)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        spider_name = crawl_id_for(crawler)
+        config = FrontierConfig.from_settings(crawler.settings, spider_name)
+        assert crawler.stats is not None
+        return cls(crawler, config, RedisProvider.for_crawler(crawler), crawler.stats)
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def open(self, spider: Spider) -> Deferred[None]:
+        return deferred_from_coro(self._open(spider))
+
+    async def _open(self, spider: Spider) -> None:
+        client = await self.provider.client()
+        self.frontier = RedisFrontier(client, self.keys, self.config)
+        self.codec = RequestCodec(spider)
+        await self.frontier.load_scripts()
+        await self._check_crawl_metadata(client)
+        engine = self.crawler.engine
+        slot = getattr(engine, "_slot", None)
+        if slot is None or not hasattr(slot, "inprogress") or not hasattr(slot, "nextcall"):
+            raise ConfigurationError(
+                "SCHEDULER",
+                "this Scrapy version's engine has no slot with 'inprogress' and 'nextcall'; "
+                "the frontier scheduler needs the Scrapy version pinned in requirements.txt",
+            )
+        # The engine's own record of requests still being processed, and its
+        # "look for work now" call: the only two engine internals used here.
+        self._inprogress = slot.inprogress
+        self._nextcall = slot.nextcall
+        self._wake = asyncio.Event()
+        self._pump_task = asyncio.ensure_future(self._pump())
+        logger.info(
+            "Frontier %r open on %s: min delay %.3g s, delay factor %.3g, %d priority levels %s, "
+            "%d active hosts, lease %.0f s",
+            self.config.crawl_id, self.provider.url, self.config.min_delay, self.config.delay_factor,
+            self.config.levels, list(self.config.queue_weights), self.config.active_hosts,
+            self.config.lease_timeout,
+        )
+
+    async def _check_crawl_metadata(self, client: Any) -> None:
+        key = self.keys.crawl_key("meta")
+        await client.hsetnx(key, "normalization_version", NORMALIZATION_VERSION)
+        await client.hsetnx(key, "created", int(time.time()))
+        stored = int(await client.hget(key, "normalization_version"))
+        if stored != NORMALIZATION_VERSION:
+            raise ConfigurationError(
+                "FRONTIER_CRAWL_ID",
+                f"crawl {self.config.crawl_id!r} was started with URL normalization version {stored}, "
+                f"this code uses {NORMALIZATION_VERSION}; start a new crawl id",
+            )
+
+    def close(self, reason: str) -> Deferred[None]:
+        return deferred_from_coro(self._close(reason))
+
+    async def _close(self, reason: str) -> None:
+        self._closing = True
+        if self._pump_task is not None:
+            self._poke()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pump_task
+        if self._timer is not None:
+            self._timer.cancel()
+        if self.frontier is None:
+            return
+        self._collect_completions()
+        releases = [handout.lease.member for _, handout in self._buffer]
+        self._buffer.clear()
+        unfinished = len(self._handed)
+        for attempt in range(3):
+            try:
+                result = await self.frontier.step(
+                    enqueues=self._enqueues,
+                    completions=self._completions,
+                    releases=releases,
+                    now_ms=int(time.time() * 1000),
+                )
+            except _REDIS_DOWN as exc:
+                logger.warning("Frontier close: Redis unreachable (%s), attempt %d of 3", exc, attempt + 1)
+                await asyncio.sleep(1.0 + attempt * 2)
+                continue
+            self._record(result)
+            self.stats.inc_value("frontier/released", result.released)
+            self._enqueues, self._completions = [], []
+            break
+        else:
+            logger.error(
+                "Frontier close: could not reach Redis; %d enqueues and %d acks not written. "
+                "Their leases expire in %.0f s and the URLs are fetched again, so nothing is lost.",
+                len(self._enqueues), len(self._completions), self.config.lease_timeout,
+            )
+        if unfinished:
+            logger.warning("Frontier close: %d requests were still in flight; their leases will expire", unfinished)
+        logger.info("Frontier %r closed (%s)", self.config.crawl_id, reason)
+
+    # -- the Scrapy scheduler interface --------------------------------------------------
+
+    def has_pending_requests(self) -> bool:
+        return bool(
+            self._buffer
+            or self._handed
+            or self._enqueues
+            or self._completions
+            or self._step_running
+            or not self._synced
+            or self._global_pending > 0
+        )
+
+    def enqueue_request(self, request: Request) -> bool:
+        """Queue a request for the frontier; ``False`` if it is dropped here.
+
+        Duplicates found by the shared seen set are counted in
+        ``frontier/duplicate`` when Redis answers, not reported here: the engine
+        is told ``True`` for every request that was sent.
+        """
+        try:
+            canonical, host = canonicalize(request.url)
+        except UrlError as exc:
+            self.stats.inc_value("frontier/dropped/bad_url")
+            logger.debug("Frontier dropped %s: %s", request.url, exc)
+            return False
+        fingerprint = url_fingerprint(canonical, request.method, request.body)
+        if not request.dont_filter and fingerprint in self._local_seen:
+            self.stats.inc_value("frontier/duplicate/local")
+            return False
+        assert self.codec is not None, "enqueue_request() before open()"
+        try:
+            encoded = self.codec.encode(request)
+        except CodecError as exc:
+            self.stats.inc_value("frontier/dropped/unserializable")
+            logger.warning("Frontier dropped %s: %s", request.url, exc)
+            return False
+        if encoded.dropped_keys:
+            self.stats.inc_value("frontier/meta_dropped", len(encoded.dropped_keys))
+            logger.debug("Frontier stored %s without non-plain meta %s", request.url, encoded.dropped_keys)
+        self._local_seen.add(fingerprint)
+        self._enqueues.append(
+            EnqueueEntry(fingerprint, host, self.levels.level(request.priority), request.dont_filter, encoded.blob)
+        )
+        if len(self._enqueues) == 1:
+            self._poke()
+        return True
+
+    def next_request(self) -> Request | None:
+        if self._handed:
+            self._collect_completions()
+        if not self._buffer:
+            if not self._closing and self._next_ready_at <= time.time():
+                self._poke()
+            return None
+        request, handout = self._buffer.popleft()
+        handout.handed_at = time.time()
+        self._handed[request] = handout
+        return request
+
+    # -- bookkeeping ---------------------------------------------------------------------
+
+    def _left_downloader(self, request: Request, spider: Spider) -> None:
+        handout = request.meta.get(LEASE_META)
+        if handout is not None:
+            handout.fetch_end = time.time()
+
+    def _collect_completions(self) -> None:
+        inprogress = self._inprogress
+        finished = [request for request in self._handed if request not in inprogress]
+        if not finished:
+            return
+        now = time.time()
+        for request in finished:
+            handout = self._handed.pop(request)
+            end = handout.fetch_end or now
+            self._completions.append(
+                Completion(
+                    handout.lease.member,
+                    self.politeness.next_allowed_ms(end, end - handout.handed_at),
+                    int(end * 1000),
+                )
+            )
+        self._poke()
+
+    def _poke(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    def _wake_engine(self) -> None:
+        if self._nextcall is not None and not self._closing:
+            self._nextcall.schedule()
+
+    # -- the pump ------------------------------------------------------------------------
+
+    async def _pump(self) -> None:
+        assert self._wake is not None
+        backoff = 0.5
+        loop = asyncio.get_running_loop()
+        while not self._closing:
+            self._wake.clear()
+            try:
+                await self._cycle()
+            except _REDIS_DOWN as exc:
+                self.stats.inc_value("frontier/redis_errors")
+                logger.warning("Frontier Redis unreachable (%s); retrying in %.1f s", exc, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, _MAX_BACKOFF)
+                continue
+            except RedisError:
+                self.stats.inc_value("frontier/redis_errors")
+                logger.exception("Frontier Redis error; retrying in %.1f s", backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, _MAX_BACKOFF)
+                continue
+            backoff = 0.5
+            if self._wake.is_set() or self._closing:
+                continue
+            delay = self._sleep_time()
+            if delay > 0:
+                self._timer = loop.call_later(delay, self._wake.set)
+            await self._wake.wait()
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+    def _sleep_time(self) -> float:
+        """Seconds the pump may sleep if nothing happens meanwhile."""
+        if self._enqueues or self._completions:
+            return 0.0
+        now = time.time()
+        renew_in = self._last_renew + self.config.lease_timeout / 3 - now
+        if self._capacity() <= 0:
+            return max(renew_in, 0.0)
+        wake = min(self.config.idle_poll, renew_in)
+        if self._next_ready_at > 0:
+            wake = min(wake, self._next_ready_at - now)
+        return max(wake, 0.0)
+
+    def _capacity(self) -> int:
+        return self.config.concurrency - len(self._handed) - len(self._buffer)
+
+    async def _cycle(self) -> None:
+        assert self.frontier is not None and self.codec is not None
+        self._collect_completions()
+        enqueues, self._enqueues = self._enqueues, []
+        completions, self._completions = self._completions, []
+        now = time.time()
+        renew = None
+        if now - self._last_renew >= self.config.lease_timeout / 3:
+            renew = [h.lease.member for h in self._handed.values()] + [h.lease.member for _, h in self._buffer]
+            self._last_renew = now
+        capacity = self._capacity()
+        self._step_running = True
+        try:
+            result = await self.frontier.step(
+                enqueues=enqueues,
+                completions=completions,
+                renew=renew,
+                claim=capacity if capacity > 0 else None,
+                now_ms=int(now * 1000),
+            )
+        except BaseException:
+            # Nothing is dropped: the batches go back in front of what came since.
+            self._enqueues = enqueues + self._enqueues
+            self._completions = completions + self._completions
+            raise
+        finally:
+            self._step_running = False
+        self._record(result)
+        claim = result.claim
+        if claim is not None:
+            self._synced = True
+            self._global_pending = claim.queued + claim.leased
+            next_at = [t for t in (claim.next_ready_ms, claim.next_expiry_ms) if t is not None]
+            # With no ready host and no lease anywhere, only another worker's
+            # enqueue can create work: look again after the idle poll.
+            self._next_ready_at = min(next_at) / 1000.0 if next_at else now + self.config.idle_poll
+            for lease, blob in claim.claimed:
+                try:
+                    request = self.codec.decode(blob)
+                except CodecError as exc:
+                    self.stats.inc_value("frontier/dropped/undecodable")
+                    logger.error("Frontier dropped stored request %d of %s: %s", lease.request_id, lease.host, exc)
+                    now_ms = int(time.time() * 1000)
+                    self._completions.append(Completion(lease.member, now_ms, now_ms))
+                    continue
+                handout = Handout(lease)
+                request.meta[LEASE_META] = handout
+                self._buffer.append((request, handout))
+        self._wake_engine()
+
+    def _record(self, result: StepResult) -> None:
+        inc = self.stats.inc_value
+        if result.added:
+            inc("frontier/enqueued", result.added)
+        if result.duplicates:
+            inc("frontier/duplicate", result.duplicates)
+        if result.acked:
+            inc("frontier/acked", result.acked)
+        if result.stale:
+            inc("frontier/ack_stale", result.stale)
+        claim = result.claim
+        if claim is not None:
+            if claim.claimed:
+                inc("frontier/claimed", len(claim.claimed))
+            if claim.expired:
+                inc("frontier/lease_expired", claim.expired)
+                logger.info("Frontier: %d expired leases returned their URLs to the queues", claim.expired)
+            if claim.missing:
+                inc("frontier/missing_request", claim.missing)
+
+    # -- introspection -------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._global_pending
+
+
+__all__ = ["LEASE_META", "FrontierScheduler", "FrontierUnavailableError", "Handout"]

@@ -1,0 +1,283 @@
+"""The frontier's mechanism: Mercator queues kept in Redis, changed only by Lua scripts.
+
+Layout of one shard (key names in :mod:`crawler.frontier.keys`):
+
+* front queues ``front:<level>``: lists of ``"<host> <id>"``, one per priority level;
+* back queues ``q:<host>``: one sorted set per host, at most ``active_hosts`` of
+  them at once (the ``active`` set);
+* the ready heap ``ready``: one entry per active host that is not in flight,
+  scored by the earliest time (ms) it may be contacted;
+* ``leases``: claimed URLs with their expiry; a host with a lease is in flight
+  and absent from ``ready``, so one request per host is in flight across every
+  worker sharing the frontier;
+* ``cool``: hosts without a back queue that still rest after their last fetch;
+* ``seen``: fingerprints of every URL ever enqueued; ``req``: id -> request.
+
+Each multi-key change is one script (``lua/*.lua``, package data, with
+``lua/common.lua`` prepended): enqueue (seen-check + route), claim (expire +
+refill + lease), ack (forget + reschedule host), release (give back unfetched
+leases). :meth:`RedisFrontier.step` sends enqueues, acks, releases, a lease
+renewal and a claim in one pipelined round trip, in that order, so a page's
+outlinks are stored before the page's lease is acked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import NoScriptError
+
+from crawler.frontier.config import FrontierConfig
+from crawler.frontier.keys import FrontierKeys
+
+SCRIPT_NAMES = ("enqueue", "claim", "ack", "release")
+
+
+def load_script_source(name: str) -> str:
+    """The source of one frontier script, with the shared helpers prepended."""
+    package = resources.files("crawler.frontier") / "lua"
+    common = (package / "common.lua").read_text(encoding="utf-8")
+    return common + "\n" + (package / f"{name}.lua").read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueEntry:
+    fingerprint: bytes
+    host: str
+    level: int
+    dont_filter: bool
+    blob: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A claimed URL. ``member`` is the lease's identity in Redis."""
+
+    member: bytes
+    level: int
+    request_id: int
+    host: str
+
+    @classmethod
+    def from_member(cls, member: bytes) -> Lease:
+        _leaseno, level, request_id, host = member.decode("utf-8", "surrogateescape").split(" ", 3)
+        return cls(member, int(level), int(request_id), host)
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """A finished fetch: its lease and the host's next allowed time."""
+
+    member: bytes
+    next_allowed_ms: int
+    completed_ms: int
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    claimed: list[tuple[Lease, bytes]]
+    expired: int
+    moved: int
+    next_ready_ms: int | None
+    next_expiry_ms: int | None
+    queued: int
+    leased: int
+    missing: int
+
+
+@dataclass(frozen=True)
+class StepResult:
+    added: int = 0
+    duplicates: int = 0
+    acked: int = 0
+    stale: int = 0
+    released: int = 0
+    claim: ClaimResult | None = None
+
+
+@dataclass(frozen=True)
+class FrontierCounts:
+    queued: int
+    leased: int
+    active_hosts: int
+    ready_hosts: int
+    seen: int
+    front: tuple[int, ...] = field(default=())
+
+
+def _optional_ms(value: Any) -> int | None:
+    number = int(value)
+    return None if number < 0 else number
+
+
+class RedisFrontier:
+    """Async access to one shard of the frontier. Never blocks the event loop."""
+
+    def __init__(self, client: Redis, keys: FrontierKeys, config: FrontierConfig) -> None:
+        self.client = client
+        self.keys = keys
+        self.config = config
+        self._sources = {name: load_script_source(name) for name in SCRIPT_NAMES}
+        self._shas = {name: hashlib.sha1(src.encode()).hexdigest() for name, src in self._sources.items()}
+        self._weights = [str(w) for w in config.queue_weights]
+
+    async def load_scripts(self) -> None:
+        for name, source in self._sources.items():
+            self._shas[name] = await self.client.script_load(source)
+
+    # -- single operations (each one round trip) -------------------------------------
+
+    async def enqueue(self, entries: list[EnqueueEntry]) -> tuple[int, int]:
+        result = await self.step(enqueues=entries)
+        return result.added, result.duplicates
+
+    async def claim(self, now_ms: int, max_claim: int) -> ClaimResult:
+        result = await self.step(claim=max_claim, now_ms=now_ms)
+        assert result.claim is not None
+        return result.claim
+
+    async def ack(self, completions: list[Completion]) -> tuple[int, int]:
+        result = await self.step(completions=completions)
+        return result.acked, result.stale
+
+    async def release(self, members: list[bytes], now_ms: int) -> int:
+        result = await self.step(releases=members, now_ms=now_ms)
+        return result.released
+
+    async def set_host_delay(self, host: str, delay_ms: int | None) -> None:
+        """Set (or clear, with ``None``) a floor on one host's politeness delay."""
+        if delay_ms is None:
+            await self.client.hdel(self.keys.host_delay, host)
+        else:
+            await self.client.hset(self.keys.host_delay, host, delay_ms)
+
+    # -- one round trip for everything a worker has to say ---------------------------
+
+    async def step(
+        self,
+        *,
+        enqueues: list[EnqueueEntry] | None = None,
+        completions: list[Completion] | None = None,
+        releases: list[bytes] | None = None,
+        renew: list[bytes] | None = None,
+        claim: int | None = None,
+        now_ms: int = 0,
+    ) -> StepResult:
+        """Apply, in order: enqueues, acks, releases, lease renewal, claim.
+
+        ``claim`` is the number of URLs to claim (``None``: do not call the claim
+        script at all; ``0``: only expire leases, refill and report counts).
+        """
+        try:
+            return await self._step(enqueues, completions, releases, renew, claim, now_ms)
+        except NoScriptError:
+            # Redis lost its script cache (restart without persistence of it).
+            await self.load_scripts()
+            return await self._step(enqueues, completions, releases, renew, claim, now_ms)
+
+    async def _step(
+        self,
+        enqueues: list[EnqueueEntry] | None,
+        completions: list[Completion] | None,
+        releases: list[bytes] | None,
+        renew: list[bytes] | None,
+        claim: int | None,
+        now_ms: int,
+    ) -> StepResult:
+        keys = self.keys
+        prefix = keys.prefix
+        order: list[str] = []
+        pipe = self.client.pipeline(transaction=False)
+        if enqueues:
+            batch = self.config.enqueue_batch
+            for start in range(0, len(enqueues), batch):
+                args: list[Any] = [prefix]
+                for entry in enqueues[start : start + batch]:
+                    args += (entry.fingerprint, entry.host, entry.level, 1 if entry.dont_filter else 0, entry.blob)
+                pipe.evalsha(self._shas["enqueue"], 1, keys.seen, *args)
+                order.append("enqueue")
+        if completions:
+            args = [prefix]
+            for done in completions:
+                args += (done.member, done.next_allowed_ms, done.completed_ms)
+            pipe.evalsha(self._shas["ack"], 1, keys.leases, *args)
+            order.append("ack")
+        if releases:
+            pipe.evalsha(self._shas["release"], 1, keys.leases, prefix, now_ms, *releases)
+            order.append("release")
+        if renew:
+            until = now_ms + int(self.config.lease_timeout * 1000)
+            pipe.zadd(keys.leases, dict.fromkeys(renew, until), xx=True)
+            order.append("renew")
+        if claim is not None:
+            pipe.evalsha(
+                self._shas["claim"],
+                1,
+                keys.leases,
+                prefix,
+                now_ms,
+                claim,
+                now_ms + int(self.config.lease_timeout * 1000),
+                self.config.active_hosts,
+                self.config.refill_batch,
+                1000,
+                *self._weights,
+            )
+            order.append("claim")
+        if not order:
+            return StepResult()
+        replies = await pipe.execute()
+        added = duplicates = acked = stale = released = 0
+        claim_result = None
+        for kind, reply in zip(order, replies):
+            if kind == "enqueue":
+                added += int(reply[0])
+                duplicates += int(reply[1])
+            elif kind == "ack":
+                acked, stale = int(reply[0]), int(reply[1])
+            elif kind == "release":
+                released = int(reply)
+            elif kind == "claim":
+                claim_result = self._parse_claim(reply)
+        return StepResult(added, duplicates, acked, stale, released, claim_result)
+
+    @staticmethod
+    def _parse_claim(reply: list[Any]) -> ClaimResult:
+        flat = reply[0]
+        claimed = [(Lease.from_member(flat[i]), flat[i + 1]) for i in range(0, len(flat), 2)]
+        return ClaimResult(
+            claimed=claimed,
+            expired=int(reply[1]),
+            moved=int(reply[2]),
+            next_ready_ms=_optional_ms(reply[3]),
+            next_expiry_ms=_optional_ms(reply[4]),
+            queued=int(reply[5]),
+            leased=int(reply[6]),
+            missing=int(reply[7]),
+        )
+
+    # -- inspection ------------------------------------------------------------------
+
+    async def counts(self) -> FrontierCounts:
+        keys = self.keys
+        pipe = self.client.pipeline(transaction=False)
+        pipe.get(keys.queued)
+        pipe.zcard(keys.leases)
+        pipe.scard(keys.active)
+        pipe.zcard(keys.ready)
+        pipe.scard(keys.seen)
+        for level in range(self.config.levels):
+            pipe.llen(keys.front(level))
+        replies = await pipe.execute()
+        return FrontierCounts(
+            queued=int(replies[0] or 0),
+            leased=int(replies[1]),
+            active_hosts=int(replies[2]),
+            ready_hosts=int(replies[3]),
+            seen=int(replies[4]),
+            front=tuple(int(x) for x in replies[5:]),
+        )

@@ -1,0 +1,106 @@
+"""One Redis client per crawler, shared by every component that keeps state in Redis.
+
+Components ask :meth:`RedisProvider.for_crawler` in ``from_crawler`` and
+``await provider.client()`` when they open; the first call connects (starting
+the embedded server when no ``REDIS_URL`` is configured). The provider closes
+the client and stops an embedded server when the engine stops, after every
+component has closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import logging
+import weakref
+from typing import TYPE_CHECKING
+
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from scrapy import signals
+
+from crawler.exceptions import FrontierUnavailableError
+from crawler.redisconn.config import RedisConfig
+from crawler.redisconn.embedded import EmbeddedRedisServer
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+_providers: weakref.WeakKeyDictionary[Crawler, RedisProvider] = weakref.WeakKeyDictionary()
+
+
+def crawl_id_for(crawler: Crawler) -> str:
+    """The crawl id: ``FRONTIER_CRAWL_ID``, or the spider's name."""
+    name = getattr(crawler.spidercls, "name", None) or "crawl"
+    return str(crawler.settings.get("FRONTIER_CRAWL_ID") or name)
+
+
+class RedisProvider:
+    def __init__(self, config: RedisConfig) -> None:
+        self.config = config
+        self.embedded: EmbeddedRedisServer | None = None
+        self._client: Redis | None = None
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    def for_crawler(cls, crawler: Crawler) -> RedisProvider:
+        provider = _providers.get(crawler)
+        if provider is None:
+            provider = cls(RedisConfig.from_settings(crawler.settings, crawl_id_for(crawler)))
+            _providers[crawler] = provider
+            crawler.signals.connect(provider.close, signal=signals.engine_stopped)
+        return provider
+
+    @property
+    def url(self) -> str:
+        if self.config.url is not None:
+            return self.config.url
+        if self.embedded is not None:
+            return self.embedded.url
+        return "(embedded, not started)"
+
+    async def client(self) -> Redis:
+        """The shared client, connected and answering PING."""
+        async with self._lock:
+            if self._client is None:
+                self._client = await self._connect()
+            return self._client
+
+    async def _connect(self) -> Redis:
+        url = self.config.url
+        if url is None:
+            self.embedded = EmbeddedRedisServer(
+                self.config.embedded_dir, self.config.server_binary, self.config.connect_timeout
+            )
+            await self.embedded.start()
+            atexit.register(self.embedded.stop_now)
+            url = self.embedded.url
+        client = Redis.from_url(
+            url,
+            decode_responses=False,
+            socket_connect_timeout=self.config.connect_timeout,
+            health_check_interval=30,
+        )
+        try:
+            await client.ping()
+        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            await client.aclose()
+            raise FrontierUnavailableError(f"cannot reach Redis at {url}: {exc}") from None
+        except RedisError as exc:
+            await client.aclose()
+            raise FrontierUnavailableError(f"Redis at {url} refused the connection: {exc}") from None
+        logger.info("Frontier Redis: %s", url)
+        return client
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+        if self.embedded is not None:
+            await self.embedded.stop()
+            atexit.unregister(self.embedded.stop_now)
+            self.embedded = None

@@ -1,0 +1,102 @@
+"""``web``: the general crawler. Fetches pages, records them, follows every link.
+
+Usage::
+
+    scrapy crawl web -a seeds=seeds.txt
+    scrapy crawl web -a urls=https://a.example/,https://b.example/
+    scrapy crawl web            # resume the crawl id's frontier
+
+Every response becomes a :class:`~crawler.items.PageItem`, whatever its status
+(the spider sees them all: ``HTTPERROR_ALLOW_ALL``). HTML pages are parsed for
+``<a href>`` links, which are followed through the frontier; a redirect's
+``Location`` is followed the same way (as a new URL with its own politeness
+and seen-check, the way archival crawlers record redirects), not by Scrapy's
+redirect middleware. Other content types are recorded but not parsed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+from urllib.parse import urljoin
+
+from scrapy import Request, Spider
+from scrapy.http import Response
+
+from crawler.bounded import BoundedSet
+from crawler.items import PageItem
+from crawler.links import LinkExtractor
+from crawler.seeds import load_seeds
+from crawler.settings_parsing import get_int
+
+logger = logging.getLogger(__name__)
+
+_HTML_TYPES = (b"text/html", b"application/xhtml+xml")
+
+
+class WebSpider(Spider):
+    name = "web"
+    custom_settings = {"HTTPERROR_ALLOW_ALL": True}
+
+    def __init__(self, seeds: str | None = None, urls: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.seed_urls = load_seeds(seeds, urls)
+        self.link_extractor = LinkExtractor()
+        self._emitted = BoundedSet(0)
+
+    @classmethod
+    def validate_arguments(cls, **kwargs: Any) -> None:
+        """Check spider arguments before the crawl starts (used by the ``crawl`` command)."""
+        load_seeds(kwargs.get("seeds"), kwargs.get("urls"))
+
+    @classmethod
+    def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> WebSpider:
+        spider: WebSpider = super().from_crawler(crawler, *args, **kwargs)
+        # URLs this process has already handed to the scheduler: most links on
+        # a site repeat (navigation), and skipping them here avoids building a
+        # Request for each. The frontier's seen set stays the authority.
+        spider._emitted = BoundedSet(get_int(crawler.settings, "WEB_LINK_CACHE_SIZE", 200_000, minimum=0))
+        return spider
+
+    async def start(self) -> AsyncIterator[Any]:
+        if not self.seed_urls:
+            logger.info("No seeds given: continuing the crawl from its frontier")
+        for url in self.seed_urls:
+            yield Request(url, callback=self.parse)
+
+    def parse(self, response: Response) -> Iterator[Any]:
+        headers = response.headers
+        content_type = headers.get(b"Content-Type") or b""
+        item = PageItem(
+            url=response.url,
+            status=response.status,
+            headers=[
+                (name.decode("latin-1"), value.decode("latin-1"))
+                for name, values in headers.items()
+                for value in values
+            ],
+            body=response.body,
+            content_type=content_type.decode("latin-1"),
+            fetched_at=time.time(),
+            fetch_duration=response.meta.get("download_latency"),
+            depth=response.meta.get("depth", 0),
+        )
+        if 300 <= response.status < 400:
+            location = headers.get(b"Location")
+            if location:
+                target = urljoin(response.url, location.decode("latin-1").strip())
+                item.redirect_to = target
+                yield from self._follow([target])
+        elif content_type.split(b";", 1)[0].strip().lower() in _HTML_TYPES and response.body:
+            item.outlinks = self.link_extractor.extract(response.body, response.url)
+            yield from self._follow(item.outlinks)
+        yield item
+
+    def _follow(self, urls: list[str]) -> Iterator[Request]:
+        emitted = self._emitted
+        for url in urls:
+            if url not in emitted:
+                emitted.add(url)
+                yield Request(url, callback=self.parse)

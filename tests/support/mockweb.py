@@ -1,0 +1,380 @@
+"""A multi-host mock web served on loopback, for tests and benchmarks.
+
+Every host is a distinct loopback address (``127.a.b.c``) on one port: a server
+bound to ``0.0.0.0`` answers them all and tells them apart by the local address
+of the connection, so no DNS is involved.
+
+The site graph is a pure function of the parameters (:class:`WebSpec`), so a
+test can compute the set of reachable pages without asking the server.
+
+Every request is logged as one tab-separated line::
+
+    host  method  path  start  end  status
+
+with ``start`` when the request was read and ``end`` when the response was
+written (``time.time()`` seconds), so tests can check politeness from the
+server's side.
+
+Run as ``python -m tests.support.mockweb --port 8000 --hosts 50 ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+HOSTS_PER_OCTET = 250
+
+
+def host_ip(index: int) -> str:
+    """The loopback address of host ``index`` (0-based)."""
+    return (
+        f"127.{20 + index // (HOSTS_PER_OCTET * HOSTS_PER_OCTET)}."
+        f"{(index // HOSTS_PER_OCTET) % HOSTS_PER_OCTET + 1}.{index % HOSTS_PER_OCTET + 1}"
+    )
+
+
+def host_index(ip: str) -> int:
+    """Inverse of :func:`host_ip`; -1 for an address that is not a mock host."""
+    try:
+        a, b, c, d = (int(part) for part in ip.split("."))
+    except ValueError:
+        return -1
+    if a != 127 or b < 20 or c < 1 or d < 1:
+        return -1
+    return (b - 20) * HOSTS_PER_OCTET * HOSTS_PER_OCTET + (c - 1) * HOSTS_PER_OCTET + (d - 1)
+
+
+@dataclass(frozen=True)
+class WebSpec:
+    """The shape of the mock web.
+
+    ``sizes`` is ``uniform:N`` (every host has N pages) or ``zipf:MAX:S`` (host
+    i has ``max(1, MAX / (i + 1) ** S)`` pages: a few big hosts, many small ones).
+    Page j of a host links to pages ``j*fanout+1 .. j*fanout+fanout`` of the same
+    host (a complete tree, so every page is reachable from ``/``), to ``nav``
+    fixed pages of the same host (the repeated navigation links of real sites),
+    and to the roots of ``cross`` other hosts.
+    """
+
+    hosts: int = 50
+    sizes: str = "uniform:20"
+    fanout: int = 4
+    nav: int = 3
+    cross: int = 2
+    latency_ms: tuple[float, ...] = (0.0,)
+    filler_words: int = 300
+    seed: int = 1
+    extras: bool = False
+    _size_cache: tuple[int, ...] = field(default=(), compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_size_cache", tuple(self._compute_sizes()))
+
+    def _compute_sizes(self) -> Iterator[int]:
+        kind, _, rest = self.sizes.partition(":")
+        if kind == "uniform":
+            n = int(rest)
+            for _ in range(self.hosts):
+                yield n
+        elif kind == "zipf":
+            top, _, s = rest.partition(":")
+            exponent = float(s or 1.0)
+            for i in range(self.hosts):
+                yield max(1, int(int(top) / (i + 1) ** exponent))
+        else:
+            raise ValueError(f"unknown sizes spec {self.sizes!r}")
+
+    def pages(self, host: int) -> int:
+        return self._size_cache[host]
+
+    def total_pages(self) -> int:
+        return sum(self._size_cache)
+
+    def latency(self, host: int) -> float:
+        return self.latency_ms[host % len(self.latency_ms)] / 1000.0
+
+    def page_links(self, host: int, page: int) -> list[tuple[int, int]]:
+        """Outlinks of a page as (host, page) pairs, in document order."""
+        n = self.pages(host)
+        links: list[tuple[int, int]] = []
+        for k in range(1, self.fanout + 1):
+            child = page * self.fanout + k
+            if child < n:
+                links.append((host, child))
+        for k in range(self.nav):
+            links.append((host, k % n))
+        for k in range(1, self.cross + 1):
+            other = (host * 7919 + k * 104729 + self.seed) % self.hosts
+            links.append((other, 0))
+        return links
+
+    def reachable(self, seeds: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
+        """Every (host, page) reachable from ``seeds`` by following links."""
+        seen = set(seeds)
+        stack = list(seen)
+        while stack:
+            node = stack.pop()
+            for link in self.page_links(*node):
+                if link not in seen:
+                    seen.add(link)
+                    stack.append(link)
+        return seen
+
+
+def page_path(page: int) -> str:
+    return "/" if page == 0 else f"/p/{page}"
+
+
+def parse_page_path(path: str) -> int:
+    """The page number of a path, or -1."""
+    if path == "/" or path == "/index.html":
+        return 0
+    if path.startswith("/p/"):
+        tail = path[3:].split("?", 1)[0]
+        if tail.isdigit():
+            return int(tail)
+    return -1
+
+
+_WORDS = (
+    "crawler frontier politeness robots queue host lease redis scrapy archive "
+    "index search page link anchor text content change rate fresh stale budget "
+    "trap calendar session domain server client fetch parse store record"
+).split()
+
+
+def render_page(spec: WebSpec, host: int, page: int, port: int) -> bytes:
+    links = spec.page_links(host, page)
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+        f"<title>Host {host} page {page}</title></head><body>",
+        f"<h1>Host {host} page {page}</h1><p>",
+    ]
+    # Deterministic filler text so pages differ from one another.
+    state = (host * 1000003 + page * 7919 + spec.seed) & 0xFFFFFFFF
+    words = []
+    for _ in range(spec.filler_words):
+        state = (state * 1103515245 + 12345) & 0x7FFFFFFF
+        words.append(_WORDS[state % len(_WORDS)])
+    parts.append(" ".join(words))
+    parts.append("</p><ul>")
+    for i, (other, target) in enumerate(links):
+        if other == host:
+            # Alternate relative and absolute forms, with a fragment now and then.
+            href = page_path(target)
+            if i % 3 == 1:
+                href = f"http://{host_ip(host)}:{port}{href}"
+            elif i % 3 == 2:
+                href += "#section"
+        else:
+            href = f"http://{host_ip(other)}:{port}/"
+        parts.append(f"<li><a href=\"{href}\">link {i}</a></li>")
+    if spec.extras:
+        parts.append('<li><a href="/data.bin">binary</a></li>')
+        parts.append('<li><a href="/moved">moved</a></li>')
+        parts.append('<li><a href="mailto:someone@example.org">mail</a></li>')
+        parts.append('<li><a href="javascript:void(0)">js</a></li>')
+    parts.append("</ul></body></html>")
+    return "".join(parts).encode()
+
+
+class MockWebProtocol(asyncio.Protocol):
+    """One HTTP/1.1 connection: keep-alive, requests answered in order."""
+
+    def __init__(self, server: MockWebServer) -> None:
+        self.server = server
+        self.buffer = b""
+        self.transport: asyncio.Transport | None = None
+        self.host = -1
+        self.queue: asyncio.Queue[tuple[str, str, float] | None] = asyncio.Queue()
+        self.task: asyncio.Task[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        sockname = transport.get_extra_info("sockname")
+        self.host = host_index(sockname[0]) if sockname else -1
+        self.task = asyncio.ensure_future(self.serve())
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.queue.put_nowait(None)
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while True:
+            end = self.buffer.find(b"\r\n\r\n")
+            if end < 0:
+                if len(self.buffer) > 65536 and self.transport:
+                    self.transport.close()
+                return
+            head = self.buffer[:end].decode("latin-1")
+            self.buffer = self.buffer[end + 4 :]
+            request_line = head.split("\r\n", 1)[0]
+            try:
+                method, target, _version = request_line.split(" ", 2)
+            except ValueError:
+                method, target = "BAD", "/"
+            self.queue.put_nowait((method, target, time.time()))
+
+    async def serve(self) -> None:
+        while True:
+            entry = await self.queue.get()
+            if entry is None or self.transport is None or self.transport.is_closing():
+                return
+            method, target, start = entry
+            status, ctype, body, extra = self.server.respond(self.host, method, target)
+            delay = self.server.spec.latency(self.host) if self.host >= 0 else 0.0
+            if delay:
+                await asyncio.sleep(delay)
+            reason = {200: "OK", 301: "Moved Permanently", 404: "Not Found"}.get(status, "OK")
+            head = (
+                f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\n"
+                f"Content-Length: {len(body)}\r\n{extra}Connection: keep-alive\r\n\r\n"
+            ).encode()
+            self.transport.write(head + (b"" if method == "HEAD" else body))
+            self.server.log(self.host, method, target, start, time.time(), status)
+
+
+class MockWebServer:
+    def __init__(self, spec: WebSpec, port: int, log_path: str | None) -> None:
+        self.spec = spec
+        self.port = port
+        self.log_file = open(log_path, "a", buffering=1) if log_path else None  # noqa: SIM115
+
+    def log(self, host: int, method: str, path: str, start: float, end: float, status: int) -> None:
+        if self.log_file is not None:
+            name = host_ip(host) if host >= 0 else "?"
+            self.log_file.write(f"{name}\t{method}\t{path}\t{start:.6f}\t{end:.6f}\t{status}\n")
+
+    def respond(self, host: int, method: str, target: str) -> tuple[int, str, bytes, str]:
+        path = target.split("#", 1)[0]
+        if path.startswith("http://"):
+            path = "/" + path.split("/", 3)[-1]
+        if host < 0 or host >= self.spec.hosts:
+            return 404, "text/plain", b"no such host", ""
+        page = parse_page_path(path)
+        if 0 <= page < self.spec.pages(host):
+            return 200, "text/html; charset=utf-8", render_page(self.spec, host, page, self.port), ""
+        if self.spec.extras and path == "/data.bin":
+            return 200, "application/octet-stream", bytes(range(256)) * 4, ""
+        if self.spec.extras and path == "/moved":
+            return 301, "text/html", b"<html>moved</html>", f"Location: http://{host_ip(host)}:{self.port}/p/1\r\n"
+        return 404, "text/html", b"<html><body>not found</body></html>", ""
+
+
+async def serve_forever(spec: WebSpec, port: int, log_path: str | None) -> None:
+    server = MockWebServer(spec, port, log_path)
+    loop = asyncio.get_running_loop()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("0.0.0.0", port))
+    srv = await loop.create_server(lambda: MockWebProtocol(server), sock=sock, backlog=4096)
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"mockweb listening on port {port}", flush=True)
+    await stop.wait()
+    srv.close()
+    if server.log_file is not None:
+        server.log_file.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def spec_arguments(spec: WebSpec) -> list[str]:
+    """Command-line arguments that reproduce ``spec`` in a server process."""
+    return [
+        "--hosts", str(spec.hosts), "--sizes", spec.sizes, "--fanout", str(spec.fanout),
+        "--nav", str(spec.nav), "--cross", str(spec.cross),
+        "--latency-ms", ",".join(str(x) for x in spec.latency_ms),
+        "--filler-words", str(spec.filler_words), "--seed", str(spec.seed),
+    ] + (["--extras"] if spec.extras else [])
+
+
+@dataclass
+class LogEntry:
+    host: str
+    method: str
+    path: str
+    start: float
+    end: float
+    status: int
+
+
+def read_log(path: str) -> list[LogEntry]:
+    entries = []
+    with open(path) as handle:
+        for line in handle:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) == 6:
+                entries.append(
+                    LogEntry(parts[0], parts[1], parts[2], float(parts[3]), float(parts[4]), int(parts[5]))
+                )
+    return entries
+
+
+@dataclass
+class PolitenessReport:
+    overlaps: int
+    short_gaps: int
+    requests: int
+
+    @property
+    def violations(self) -> int:
+        return self.overlaps + self.short_gaps
+
+
+def politeness(entries: list[LogEntry], min_gap: float, tolerance: float = 0.002) -> PolitenessReport:
+    """Count overlapping requests to one host and gaps shorter than ``min_gap``."""
+    by_host: dict[str, list[LogEntry]] = {}
+    for entry in entries:
+        by_host.setdefault(entry.host, []).append(entry)
+    overlaps = short = 0
+    for host_entries in by_host.values():
+        host_entries.sort(key=lambda e: e.start)
+        for before, after in zip(host_entries, host_entries[1:]):
+            if after.start < before.end:
+                overlaps += 1
+            elif after.start - before.end < min_gap - tolerance:
+                short += 1
+    return PolitenessReport(overlaps, short, len(entries))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--hosts", type=int, default=50)
+    parser.add_argument("--sizes", default="uniform:20")
+    parser.add_argument("--fanout", type=int, default=4)
+    parser.add_argument("--nav", type=int, default=3)
+    parser.add_argument("--cross", type=int, default=2)
+    parser.add_argument("--latency-ms", default="0")
+    parser.add_argument("--filler-words", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--extras", action="store_true")
+    parser.add_argument("--log", default=None)
+    args = parser.parse_args(argv)
+    spec = WebSpec(
+        hosts=args.hosts, sizes=args.sizes, fanout=args.fanout, nav=args.nav,
+        cross=args.cross, latency_ms=tuple(float(x) for x in args.latency_ms.split(",")),
+        filler_words=args.filler_words, seed=args.seed, extras=args.extras,
+    )
+    if os.environ.get("MOCKWEB_NICE"):
+        os.nice(int(os.environ["MOCKWEB_NICE"]))
+    asyncio.run(serve_forever(spec, args.port, args.log))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
