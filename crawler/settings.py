@@ -71,7 +71,10 @@ DOWNLOADER_MIDDLEWARES = {
 }
 
 # --- Extensions ---------------------------------------------------------------------
+# Neither a telnet console nor a remote-control HTTP port on every worker:
+# operators use the frontier command and the metrics endpoint.
 TELNETCONSOLE_ENABLED = False
+REMOTE_CONTROL_ENABLED = False
 EXTENSIONS = {
     "crawler.extensions.gctuning.GcTuning": 0,
 }

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import redis
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
-from scrapy.exceptions import UsageError
+from scrapy.spiderloader import get_spider_loader
 
 from crawler.exceptions import ConfigurationError
 from crawler.frontier.config import FrontierConfig
@@ -53,17 +53,21 @@ def preflight(settings: BaseSettings, spider_cls: type, spider_name: str, spider
 
 
 class Command(ScrapyCrawlCommand):
-    def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        if len(args) == 1 and self.crawler_process is not None:
-            assert self.settings is not None
-            try:
-                spider_cls = self.crawler_process.spider_loader.load(args[0])
-            except KeyError:
-                raise UsageError(f"Spider not found: {args[0]}") from None
-            try:
-                preflight(self.settings, spider_cls, args[0], dict(opts.spargs))
-            except ConfigurationError as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                self.exitcode = 2
-                return
-        super().run(args, opts)
+    def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
+        # Checked here, before Scrapy sets up logging and the crawler process,
+        # so that a mistake is the only line printed.
+        super().process_options(args, opts)
+        if len(args) != 1:
+            return
+        assert self.settings is not None
+        loader = get_spider_loader(self.settings)
+        try:
+            spider_cls = loader.load(args[0])
+        except KeyError:
+            print(f"error: no spider named {args[0]!r} (available: {', '.join(loader.list())})", file=sys.stderr)
+            sys.exit(2)
+        try:
+            preflight(self.settings, spider_cls, args[0], dict(opts.spargs))
+        except ConfigurationError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(2)

@@ -53,11 +53,11 @@ from crawler.redisconn.provider import RedisProvider, crawl_id_for
 from crawler.urls import NORMALIZATION_VERSION, UrlError, canonicalize, url_fingerprint
 
 if TYPE_CHECKING:
-    from twisted.internet.defer import Deferred
+    from typing import Self
+
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
-
-    from typing_extensions import Self
+    from twisted.internet.defer import Deferred
 
 logger = logging.getLogger(__name__)
 

@@ -103,7 +103,7 @@ class EmbeddedRedisServer:
             "--logfile", str(self.log_path),
             "--daemonize", "no",
         ]
-        self.process = subprocess.Popen(  # noqa: S603 - fixed argument list
+        self.process = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

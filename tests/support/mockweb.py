@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import signal
 import socket
@@ -144,11 +145,7 @@ def parse_page_path(path: str) -> int:
     return -1
 
 
-_WORDS = (
-    "crawler frontier politeness robots queue host lease redis scrapy archive "
-    "index search page link anchor text content change rate fresh stale budget "
-    "trap calendar session domain server client fetch parse store record"
-).split()
+_WORDS = ["crawler", "frontier", "politeness", "robots", "queue", "host", "lease", "redis", "scrapy", "archive", "index", "search", "page", "link", "anchor", "text", "content", "change", "rate", "fresh", "stale", "budget", "trap", "calendar", "session", "domain", "server", "client", "fetch", "parse", "store", "record"]
 
 
 def render_page(spec: WebSpec, host: int, page: int, port: int) -> bytes:
@@ -247,7 +244,7 @@ class MockWebServer:
     def __init__(self, spec: WebSpec, port: int, log_path: str | None) -> None:
         self.spec = spec
         self.port = port
-        self.log_file = open(log_path, "a", buffering=1) if log_path else None  # noqa: SIM115
+        self.log_file = open(log_path, "a", buffering=1) if log_path else None
 
     def log(self, host: int, method: str, path: str, start: float, end: float, status: int) -> None:
         if self.log_file is not None:
@@ -344,7 +341,7 @@ def politeness(entries: list[LogEntry], min_gap: float, tolerance: float = 0.002
     overlaps = short = 0
     for host_entries in by_host.values():
         host_entries.sort(key=lambda e: e.start)
-        for before, after in zip(host_entries, host_entries[1:]):
+        for before, after in itertools.pairwise(host_entries):
             if after.start < before.end:
                 overlaps += 1
             elif after.start - before.end < min_gap - tolerance:

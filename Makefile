@@ -1,0 +1,48 @@
+# The two commands: `make crawl` and `make test`. Each installs what it needs.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+BIN := $(VENV)/bin
+SEEDS ?=
+URLS ?=
+ARGS ?=
+comma := ,
+empty :=
+space := $(empty) $(empty)
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: crawl test lint unit venv redis-server bench clean
+
+$(BIN)/.installed: requirements.txt requirements-dev.txt
+	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --disable-pip-version-check -q -r requirements.txt -r requirements-dev.txt
+	@touch $@
+
+venv: $(BIN)/.installed
+
+# redis-server from Debian's package when it is missing.
+redis-server:
+	@command -v redis-server >/dev/null || { \
+		echo "Installing redis-server with apt-get"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq redis-server >/dev/null; }
+
+## make crawl SEEDS=seeds.txt | make crawl URLS="https://a.example/ https://b.example/" [ARGS="-s NAME=VALUE"]
+crawl: venv redis-server
+	$(BIN)/scrapy crawl web \
+		$(if $(SEEDS),-a seeds=$(SEEDS)) \
+		$(if $(strip $(URLS)),-a urls=$(subst $(space),$(comma),$(strip $(URLS)))) $(ARGS)
+
+## make test: lint, types, and the whole test suite (starts its own Redis and mock web)
+test: venv redis-server lint
+	$(BIN)/python -m pytest -q --timeout=600 tests
+
+lint: venv
+	$(BIN)/ruff check crawler tests benchmarks
+	$(BIN)/mypy crawler
+
+bench: venv redis-server
+	$(BIN)/python benchmarks/throughput.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,174 @@
+"""Fixtures: a real redis-server and the multi-host mock web, both as subprocesses.
+
+Tests never flush a database: each one works in its own crawl id (its own key
+namespace), the way two crawls share one Redis in production.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.support.mockweb import WebSpec, free_port, host_ip, read_log, spec_arguments
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _wait_for_port(port: int, host: str = "127.0.0.1", timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.02)
+    raise RuntimeError(f"nothing listens on {host}:{port} after {timeout} s")
+
+
+@dataclass
+class RedisServer:
+    """A redis-server subprocess on a loopback TCP port, with AOF persistence."""
+
+    directory: Path
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed (make test installs it)")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            [
+                binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory),
+                "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
+                "--daemonize", "no", "--logfile", str(self.directory / "redis.log"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        _wait_for_port(self.port)
+        client = self.client()
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.exceptions.BusyLoadingError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(timeout=30)
+        self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def crawl_id() -> str:
+    return f"t{uuid.uuid4().hex[:12]}"
+
+
+@dataclass
+class MockWeb:
+    spec: WebSpec
+    port: int
+    log_path: Path
+    process: subprocess.Popen[bytes]
+
+    def url(self, host: int, page: int = 0) -> str:
+        path = "/" if page == 0 else f"/p/{page}"
+        return f"http://{host_ip(host)}:{self.port}{path}"
+
+    def entries(self) -> list:  # type: ignore[type-arg]
+        return read_log(str(self.log_path))
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(timeout=10)
+
+
+def start_mockweb(spec: WebSpec, log_path: Path) -> MockWeb:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.mockweb", "--port", str(port), "--log", str(log_path),
+         *spec_arguments(spec)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    _wait_for_port(port, host_ip(0))
+    return MockWeb(spec, port, log_path, process)
+
+
+@pytest.fixture
+def mockweb_factory(tmp_path: Path) -> Iterator:  # type: ignore[type-arg]
+    started: list[MockWeb] = []
+
+    def factory(spec: WebSpec) -> MockWeb:
+        web = start_mockweb(spec, tmp_path / f"mockweb-{len(started)}.log")
+        started.append(web)
+        return web
+
+    yield factory
+    for web in started:
+        web.stop()
+
+
+def crawl_command(*args: str, settings: dict[str, object] | None = None) -> list[str]:
+    command = [sys.executable, "-m", "scrapy", "crawl", "web", *args]
+    for name, value in (settings or {}).items():
+        command += ["-s", f"{name}={value}"]
+    return command
+
+
+def crawl_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("REDIS_URL", None)
+    env["PYTHONPATH"] = str(ROOT)
+    env.update(extra)
+    return env
+
+
+def run_crawl(
+    *args: str, settings: dict[str, object] | None = None, timeout: float = 120, cwd: Path = ROOT,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        crawl_command(*args, settings=settings), cwd=cwd, env=env or crawl_env(), capture_output=True,
+        text=True, timeout=timeout, check=False,
+    )

@@ -1,0 +1,325 @@
+"""The frontier's contract, against a real redis-server.
+
+Every test runs twice: once on one connection, and once ("restart") with the
+Redis server stopped and started again (AOF persistence) at the points marked
+``await frontier.reopen()``, which proves that the state survives a restart.
+Time is passed explicitly (``now_ms``), so the tests are deterministic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from redis.asyncio import Redis
+
+from crawler.frontier.config import FrontierConfig
+from crawler.frontier.keys import FrontierKeys
+from crawler.frontier.store import Completion, EnqueueEntry, Lease, RedisFrontier
+from crawler.urls import canonicalize, url_fingerprint
+from tests.conftest import RedisServer
+
+T0 = 1_700_000_000_000  # a fixed "now", in ms
+
+
+def make_config(crawl_id: str, **overrides: object) -> FrontierConfig:
+    config = FrontierConfig(
+        crawl_id=crawl_id,
+        min_delay=0.0,
+        delay_factor=0.0,
+        max_delay=300.0,
+        queue_weights=(8, 4, 2, 1),
+        active_hosts=100,
+        lease_timeout=10.0,
+        idle_poll=1.0,
+        refill_batch=1000,
+        enqueue_batch=500,
+        local_seen_size=0,
+        concurrency=16,
+    )
+    return replace(config, **overrides)  # type: ignore[arg-type]
+
+
+def entry(url: str, level: int = 1, dont_filter: bool = False) -> EnqueueEntry:
+    canonical, host = canonicalize(url)
+    return EnqueueEntry(url_fingerprint(canonical), host, level, dont_filter, url.encode())
+
+
+class Harness:
+    def __init__(self, server: RedisServer, config: FrontierConfig, restart: bool) -> None:
+        self.server = server
+        self.config = config
+        self.restart = restart
+        self.client: Redis | None = None
+        self.frontier: RedisFrontier | None = None
+
+    async def open(self) -> RedisFrontier:
+        self.client = Redis.from_url(self.server.url)
+        self.frontier = RedisFrontier(self.client, FrontierKeys(self.config.crawl_id), self.config)
+        await self.frontier.load_scripts()
+        return self.frontier
+
+    async def reopen(self) -> RedisFrontier:
+        """A new connection; in the restart variant, a restarted server too."""
+        assert self.client is not None
+        await self.client.aclose()
+        if self.restart:
+            self.server.restart()
+        return await self.open()
+
+    async def close(self) -> None:
+        if self.client is not None:
+            await self.client.aclose()
+
+
+@pytest.fixture(scope="module")
+def contract_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(Path(tmp_path_factory.mktemp("contract-redis")))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["same-connection", "restart"])
+def run(request: pytest.FixtureRequest, contract_redis: RedisServer, crawl_id: str) -> Callable[..., None]:
+    restart = request.param == "restart"
+
+    def runner(test: Callable[[Harness], Awaitable[None]], **overrides: object) -> None:
+        async def main() -> None:
+            harness = Harness(contract_redis, make_config(crawl_id, **overrides), restart)
+            await harness.open()
+            try:
+                await test(harness)
+            finally:
+                await harness.close()
+
+        asyncio.run(main())
+
+    return runner
+
+
+async def drain(frontier: RedisFrontier, now: int, per_claim: int = 100) -> list[tuple[Lease, bytes]]:
+    """Claim and ack until nothing is ready at ``now``; returns claims in order."""
+    out: list[tuple[Lease, bytes]] = []
+    while True:
+        claim = await frontier.claim(now, per_claim)
+        if not claim.claimed:
+            return out
+        out += claim.claimed
+        await frontier.ack([Completion(lease.member, now, now) for lease, _ in claim.claimed])
+
+
+def test_enqueue_claim_ack_and_seen_set(run: Callable[..., None]) -> None:
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        assert await f.enqueue([entry("http://a.test/1"), entry("http://a.test/1"), entry("http://b.test/1")]) == (2, 1)
+        f = await h.reopen()
+        assert await f.enqueue([entry("http://a.test/1")]) == (0, 1)  # seen survives
+        claimed = await drain(f, T0)
+        assert sorted(blob for _, blob in claimed) == [b"http://a.test/1", b"http://b.test/1"]
+        f = await h.reopen()
+        counts = await f.counts()
+        assert (counts.queued, counts.leased) == (0, 0)
+        assert await f.enqueue([entry("http://a.test/1")]) == (0, 1)  # fetched is never re-enqueued
+        assert await f.enqueue([entry("http://a.test/1", dont_filter=True)]) == (1, 0)
+
+    run(body)
+
+
+def test_one_url_per_host_in_flight_and_next_allowed_time(run: Callable[..., None]) -> None:
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        await f.enqueue([entry(f"http://a.test/{i}") for i in range(5)] + [entry("http://b.test/0")])
+        claim = await f.claim(T0, 10)
+        hosts = Counter(lease.host for lease, _ in claim.claimed)
+        assert hosts == {"a.test": 1, "b.test": 1}
+        # a.test is in flight: nothing more from it, by anyone, until the ack.
+        assert (await f.claim(T0 + 5, 10)).claimed == []
+        f = await h.reopen()
+        lease_a = next(lease for lease, _ in claim.claimed if lease.host == "a.test")
+        assert await f.ack([Completion(lease_a.member, T0 + 2000, T0 + 100)]) == (1, 0)
+        assert (await f.claim(T0 + 1999, 10)).claimed == []
+        late = await f.claim(T0 + 2000, 10)
+        assert [lease.host for lease, _ in late.claimed] == ["a.test"]
+        assert late.next_ready_ms is None  # nothing else ready; b.test in flight
+
+    run(body)
+
+
+def test_host_delay_floor_raises_next_allowed_time(run: Callable[..., None]) -> None:
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        await f.set_host_delay("a.test", 5000)
+        await f.enqueue([entry("http://a.test/1"), entry("http://a.test/2")])
+        lease = (await f.claim(T0, 1)).claimed[0][0]
+        await f.ack([Completion(lease.member, T0 + 100, T0 + 50)])
+        f = await h.reopen()
+        assert (await f.claim(T0 + 5049, 1)).claimed == []
+        assert len((await f.claim(T0 + 5050, 1)).claimed) == 1
+
+    run(body)
+
+
+def test_resting_host_keeps_its_time_after_its_back_queue_is_gone(run: Callable[..., None]) -> None:
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        await f.enqueue([entry("http://a.test/1")])
+        lease = (await f.claim(T0, 1)).claimed[0][0]
+        await f.ack([Completion(lease.member, T0 + 3000, T0)])  # queue empty: host leaves
+        counts = await f.counts()
+        assert counts.active_hosts == 0
+        await f.enqueue([entry("http://a.test/2")])  # comes back through a front queue
+        f = await h.reopen()
+        assert (await f.claim(T0 + 2999, 1)).claimed == []
+        assert [b for _, b in (await f.claim(T0 + 3000, 1)).claimed] == [b"http://a.test/2"]
+
+    run(body)
+
+
+def test_expired_lease_returns_url_and_host(run: Callable[..., None]) -> None:
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        await f.enqueue([entry("http://a.test/1"), entry("http://a.test/2")])
+        first = (await f.claim(T0, 1)).claimed[0]
+        # The worker dies: no ack. Before expiry the host stays in flight.
+        f = await h.reopen()
+        assert (await f.claim(T0 + 9_999, 5)).claimed == []
+        again = await f.claim(T0 + 10_000, 5)
+        assert again.expired == 1
+        assert [blob for _, blob in again.claimed] == [first[1]]  # the same URL, first in line
+        # The dead worker's late ack is stale and does not release the host
+        # that the new lease holds.
+        assert await f.ack([Completion(first[0].member, T0 + 10_000, T0 + 10_000)]) == (0, 1)
+        assert (await f.claim(T0 + 10_001, 5)).claimed == []
+        assert await f.ack([Completion(again.claimed[0][0].member, T0 + 10_001, T0 + 10_001)]) == (1, 0)
+        assert [b for _, b in (await f.claim(T0 + 10_001, 5)).claimed] == [b"http://a.test/2"]
+
+    run(body)
+
+
+def test_ack_is_idempotent(run: Callable[..., None]) -> None:
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        await f.enqueue([entry("http://a.test/1"), entry("http://a.test/2")])
+        lease = (await f.claim(T0, 1)).claimed[0][0]
+        done = Completion(lease.member, T0 + 1000, T0)
+        assert await f.ack([done]) == (1, 0)
+        f = await h.reopen()
+        assert await f.ack([done]) == (0, 1)
+        assert await f.ack([done, done]) == (0, 2)
+        counts = await f.counts()
+        assert (counts.queued, counts.leased) == (1, 0)
+        assert (await f.claim(T0 + 999, 1)).claimed == []  # the second ack did not move the time
+        assert len((await f.claim(T0 + 1000, 1)).claimed) == 1
+
+    run(body)
+
+
+def test_release_gives_back_unfetched_leases(run: Callable[..., None]) -> None:
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        await f.enqueue([entry("http://a.test/1"), entry("http://a.test/2")])
+        lease, blob = (await f.claim(T0, 1)).claimed[0]
+        assert await f.release([lease.member], T0 + 1) == 1
+        assert await f.release([lease.member], T0 + 1) == 0
+        f = await h.reopen()
+        assert [b for _, b in (await f.claim(T0 + 1, 1)).claimed] == [blob]
+
+    run(body)
+
+
+def test_priority_order_within_a_host(run: Callable[..., None]) -> None:
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        await f.enqueue([entry("http://a.test/seed", level=1)])
+        seed = (await f.claim(T0, 1)).claimed[0][0]  # a.test now owns a back queue
+        await f.enqueue(
+            [entry("http://a.test/low", 3), entry("http://a.test/normal", 1), entry("http://a.test/high", 0),
+             entry("http://a.test/normal2", 1)]
+        )
+        await f.ack([Completion(seed.member, T0, T0)])
+        f = await h.reopen()
+        order = [blob for _, blob in await drain(f, T0)]
+        assert order == [b"http://a.test/high", b"http://a.test/normal", b"http://a.test/normal2", b"http://a.test/low"]
+
+    run(body)
+
+
+def test_biased_selector_favours_high_priority_without_starving_low(run: Callable[..., None]) -> None:
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        # 60 hosts per level, one URL each; one back queue at a time, so the
+        # selector alone decides the order.
+        await f.enqueue([entry(f"http://l{level}-h{i}.test/", level) for level in range(4) for i in range(60)])
+        levels: list[int] = []
+        for _ in range(150):
+            claim = await f.claim(T0, 1)
+            if not claim.claimed:
+                break
+            lease = claim.claimed[0][0]
+            levels.append(int(lease.host[1]))
+            await f.ack([Completion(lease.member, T0, T0)])
+            if len(levels) == 75:
+                f = await h.reopen()
+        first = Counter(levels[:75])
+        # 8:4:2:1 of 75 picks = 40:20:10:5.
+        assert first == {0: 40, 1: 20, 2: 10, 3: 5}
+        # Level 3 keeps draining while higher levels still have URLs.
+        assert levels[:15].count(3) == 1
+        rest = await drain(f, T0)
+        assert len(levels) + len(rest) == 240
+
+    run(body, active_hosts=1)
+
+
+def test_active_back_queues_are_bounded_and_refilled(run: Callable[..., None]) -> None:
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        await f.enqueue([entry(f"http://h{i}.test/{j}") for i in range(20) for j in range(3)])
+        claim = await f.claim(T0, 100)
+        assert len(claim.claimed) == 5
+        assert len({lease.host for lease, _ in claim.claimed}) == 5
+        assert (await f.counts()).active_hosts == 5
+        f = await h.reopen()
+        await f.ack([Completion(lease.member, T0, T0) for lease, _ in claim.claimed])
+        fetched = [blob for _, blob in claim.claimed] + [blob for _, blob in await drain(f, T0)]
+        assert len(fetched) == 60 and len(set(fetched)) == 60
+        counts = await f.counts()
+        assert (counts.queued, counts.leased, counts.active_hosts) == (0, 0, 0)
+
+    run(body, active_hosts=5)
+
+
+def test_queued_counter_matches_queues(run: Callable[..., None]) -> None:
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        await f.enqueue([entry(f"http://h{i}.test/{j}", level=j % 4) for i in range(10) for j in range(7)])
+        claim = await f.claim(T0, 4)
+        f = await h.reopen()
+        counts = await f.counts()
+        assert counts.leased == 4
+        assert h.client is not None
+        keys = f.keys
+        back = 0
+        for i in range(10):
+            back += await h.client.zcard(keys.back(f"h{i}.test"))
+        assert counts.queued == back + sum(counts.front) == 70 - 4
+        await f.release([lease.member for lease, _ in claim.claimed], T0)
+        assert (await f.counts()).queued == 70
+
+    run(body, active_hosts=4)

@@ -1,0 +1,235 @@
+"""Pure parts: codec, policies, link extraction, seeds, canonical URLs, bounded set."""
+
+from __future__ import annotations
+
+import msgpack
+import pytest
+from scrapy import Request, Spider
+from scrapy.settings import Settings
+
+from crawler.bounded import BoundedSet
+from crawler.exceptions import CodecError, ConfigurationError
+from crawler.frontier.codec import CODEC_VERSION, RequestCodec, is_plain_data
+from crawler.frontier.config import FrontierConfig
+from crawler.frontier.policy import PolitenessPolicy, PriorityLevels
+from crawler.links import LinkExtractor
+from crawler.seeds import load_seeds
+from crawler.urls import UrlError, canonicalize, url_fingerprint
+
+
+class _Spider(Spider):
+    name = "unit"
+
+    def parse(self, response):  # type: ignore[no-untyped-def]
+        return None
+
+    def other(self, response):  # type: ignore[no-untyped-def]
+        return None
+
+    def on_error(self, failure):  # type: ignore[no-untyped-def]
+        return None
+
+
+# -- codec -------------------------------------------------------------------------------
+
+
+def test_codec_round_trip_keeps_every_stored_field() -> None:
+    spider = _Spider()
+    codec = RequestCodec(spider)
+    request = Request(
+        "http://a.test/x?q=1",
+        method="POST",
+        headers={"X-Test": ["1", "2"]},
+        body=b"payload",
+        priority=-3,
+        callback=spider.other,
+        errback=spider.on_error,
+        meta={"depth": 4, "tags": ["a", {"b": None}], "frontier_lease": object()},
+        cb_kwargs={"n": 1.5},
+        dont_filter=True,
+    )
+    encoded = codec.encode(request)
+    assert encoded.dropped_keys == ()  # the lease is process-local, not "dropped"
+    decoded = codec.decode(encoded.blob)
+    assert decoded.url == request.url
+    assert decoded.method == "POST"
+    assert decoded.headers.getlist("X-Test") == [b"1", b"2"]
+    assert decoded.body == b"payload"
+    assert decoded.priority == -3
+    assert decoded.callback == spider.other
+    assert decoded.errback == spider.on_error
+    assert decoded.meta == {"depth": 4, "tags": ["a", {"b": None}]}
+    assert decoded.cb_kwargs == {"n": 1.5}
+    assert decoded.dont_filter is True
+
+
+def test_codec_plain_get_is_small_and_versioned() -> None:
+    codec = RequestCodec(_Spider())
+    blob = codec.encode(Request("http://a.test/")).blob
+    fields = msgpack.unpackb(blob)
+    assert fields[0] == CODEC_VERSION
+    assert len(blob) < 40
+    decoded = codec.decode(blob)
+    assert (decoded.url, decoded.method, decoded.callback, decoded.meta) == ("http://a.test/", "GET", None, {})
+
+
+def test_codec_drops_non_plain_meta_and_reports_it() -> None:
+    codec = RequestCodec(_Spider())
+    encoded = codec.encode(Request("http://a.test/", meta={"ok": 1, "obj": object(), "set": {1}}))
+    assert sorted(encoded.dropped_keys) == ["obj", "set"]
+    assert codec.decode(encoded.blob).meta == {"ok": 1}
+
+
+def test_codec_refuses_callbacks_that_are_not_spider_methods() -> None:
+    codec = RequestCodec(_Spider())
+    with pytest.raises(CodecError, match="not a method of the spider"):
+        codec.encode(Request("http://a.test/", callback=lambda r: None))
+
+
+def test_codec_rejects_unknown_versions_corrupt_data_and_missing_callbacks() -> None:
+    codec = RequestCodec(_Spider())
+    with pytest.raises(CodecError, match="codec version 99"):
+        codec.decode(msgpack.packb([99, "http://a.test/"]))
+    with pytest.raises(CodecError, match="corrupt"):
+        codec.decode(b"\xc1garbage")
+    blob = msgpack.packb([CODEC_VERSION, "http://a.test/", None, None, None, 0, "gone", None, None, None, False])
+    with pytest.raises(CodecError, match="lacks"):
+        codec.decode(blob)
+
+
+def test_plain_data() -> None:
+    assert is_plain_data({"a": [1, 2.0, "x", b"y", None, True]})
+    assert not is_plain_data({1: "int key"})
+    assert not is_plain_data([object()])
+
+
+# -- policies ----------------------------------------------------------------------------
+
+
+def test_politeness_delay_is_max_of_floor_and_multiple_of_fetch_time() -> None:
+    policy = PolitenessPolicy(min_delay=1.0, factor=10.0, max_delay=300.0)
+    assert policy.delay(0.05) == 1.0
+    assert policy.delay(0.5) == 5.0
+    assert policy.delay(100.0) == 300.0
+    assert policy.delay(-1.0) == 1.0
+    assert policy.next_allowed_ms(1000.0, 0.5) == 1_005_000
+    assert PolitenessPolicy(0.0, 0.0, 0.0).next_allowed_ms(1.0001, 3.0) == 1001
+
+
+def test_priority_levels() -> None:
+    levels = PriorityLevels(levels=4)
+    assert [levels.level(p) for p in (5, 1, 0, -1, -2, -50)] == [0, 0, 1, 2, 3, 3]
+
+
+def test_frontier_config_errors_name_the_setting() -> None:
+    with pytest.raises(ConfigurationError, match="FRONTIER_MIN_DELAY"):
+        FrontierConfig.from_settings(Settings({"FRONTIER_MIN_DELAY": "soon"}), "web")
+    with pytest.raises(ConfigurationError, match="FRONTIER_DELAY_FACTOR"):
+        FrontierConfig.from_settings(Settings({"FRONTIER_DELAY_FACTOR": -1}), "web")
+    with pytest.raises(ConfigurationError, match="FRONTIER_QUEUE_WEIGHTS"):
+        FrontierConfig.from_settings(Settings({"FRONTIER_QUEUE_WEIGHTS": [1, 2]}), "web")
+    with pytest.raises(ConfigurationError, match="FRONTIER_CRAWL_ID"):
+        FrontierConfig.from_settings(Settings({"FRONTIER_CRAWL_ID": "a b"}), "web")
+    config = FrontierConfig.from_settings(Settings({"CONCURRENT_REQUESTS": 10}), "web")
+    assert (config.crawl_id, config.active_hosts, config.levels) == ("web", 30, 4)
+
+
+# -- links -------------------------------------------------------------------------------
+
+
+def test_links_resolve_against_page_and_base_href() -> None:
+    html = b"""<html><head></head><body>
+      <a href="rel">r</a> <a href="/abs">a</a> <a href="http://other.test/x#frag">o</a>
+      <a href="//proto.test/p">p</a> <a href="../up/./x">u</a> <a href="#top">t</a>
+      <a href="mailto:x@y">m</a> <a href="javascript:void(0)">j</a> <a href=" /abs ">dup</a>
+      <a href="?q=1">q</a> <a>no href</a> <a href="HTTPS://Caps.test/">c</a></body></html>"""
+    links = LinkExtractor().extract(html, "https://site.test/dir/page.html")
+    assert links == [
+        "https://site.test/dir/rel",
+        "https://site.test/abs",
+        "http://other.test/x",
+        "https://proto.test/p",
+        "https://site.test/up/x",
+        "https://site.test/dir/page.html?q=1",
+        "HTTPS://Caps.test/",
+    ]
+
+
+def test_links_respect_base_href() -> None:
+    html = b'<html><head><base href="/base/"></head><body><a href="x">x</a><a href="/y">y</a></body></html>'
+    assert LinkExtractor().extract(html, "http://site.test/a/b") == ["http://site.test/base/x", "http://site.test/y"]
+
+
+def test_links_survive_broken_html() -> None:
+    html = b"<html><body><a href='/ok'>ok<a href=\"/open<div></table><a href=/bare>x"
+    links = LinkExtractor().extract(html, "http://site.test/")
+    assert "http://site.test/ok" in links
+
+
+# -- seeds -------------------------------------------------------------------------------
+
+
+def test_seeds_from_file_and_argument(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "seeds.txt"
+    path.write_text("# comment\n\nhttp://a.test/\n  https://b.test/x  \nhttp://a.test/\n")
+    assert load_seeds(str(path), "http://c.test/,http://d.test/ http://a.test/") == [
+        "http://a.test/", "https://b.test/x", "http://c.test/", "http://d.test/",
+    ]
+
+
+def test_seed_errors_name_the_argument(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ConfigurationError, match="seeds: seeds file .* does not exist"):
+        load_seeds(str(tmp_path / "missing.txt"), None)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("# nothing\n\n")
+    with pytest.raises(ConfigurationError, match="contains no URLs"):
+        load_seeds(str(empty), None)
+    bad = tmp_path / "bad.txt"
+    bad.write_text("http://ok.test/\nnot a url\n")
+    with pytest.raises(ConfigurationError, match="line 2 of .*'not a url' is not an http"):
+        load_seeds(str(bad), None)
+    with pytest.raises(ConfigurationError, match="urls: .*'ftp://x.test/' is not an http"):
+        load_seeds(None, "ftp://x.test/")
+
+
+# -- canonical URLs ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "canonical", "host"),
+    [
+        ("HTTP://Example.COM:80/a#frag", "http://example.com/a", "example.com"),
+        ("https://example.com:443", "https://example.com/", "example.com"),
+        ("https://user:pw@example.com:8443/x?y=1", "https://example.com:8443/x?y=1", "example.com"),
+        ("http://[::1]:8080/", "http://[::1]:8080/", "[::1]"),
+        ("http://example.com./", "http://example.com/", "example.com"),
+    ],
+)
+def test_canonicalize(url: str, canonical: str, host: str) -> None:
+    assert canonicalize(url) == (canonical, host)
+
+
+@pytest.mark.parametrize("url", ["ftp://a.test/", "http:///nohost", "http://a.test:99999/", "mailto:x@y"])
+def test_canonicalize_rejects(url: str) -> None:
+    with pytest.raises(UrlError):
+        canonicalize(url)
+
+
+def test_fingerprints() -> None:
+    assert url_fingerprint("http://a.test/") == url_fingerprint("http://a.test/")
+    assert url_fingerprint("http://a.test/") != url_fingerprint("http://a.test/", "POST")
+    assert len(url_fingerprint("http://a.test/")) == 16
+
+
+def test_bounded_set_forgets_oldest_half() -> None:
+    bounded = BoundedSet(4)
+    for i in range(3):
+        bounded.add(i)
+    assert all(i in bounded for i in range(3))
+    for i in range(3, 7):
+        bounded.add(i)
+    assert len(bounded) <= 4
+    assert 6 in bounded and 0 not in bounded
+    disabled = BoundedSet(0)
+    disabled.add(1)
+    assert 1 not in disabled
