@@ -244,6 +244,8 @@ class MockWebServer:
     def __init__(self, spec: WebSpec, port: int, log_path: str | None) -> None:
         self.spec = spec
         self.port = port
+        # Rendered pages, so the server spends its CPU on serving (bounded).
+        self.cache: dict[tuple[int, int], bytes] = {}
         self.log_file = open(log_path, "a", buffering=1) if log_path else None
 
     def log(self, host: int, method: str, path: str, start: float, end: float, status: int) -> None:
@@ -259,7 +261,12 @@ class MockWebServer:
             return 404, "text/plain", b"no such host", ""
         page = parse_page_path(path)
         if 0 <= page < self.spec.pages(host):
-            return 200, "text/html; charset=utf-8", render_page(self.spec, host, page, self.port), ""
+            body = self.cache.get((host, page))
+            if body is None:
+                body = render_page(self.spec, host, page, self.port)
+                if len(self.cache) < 100_000:
+                    self.cache[(host, page)] = body
+            return 200, "text/html; charset=utf-8", body, ""
         if self.spec.extras and path == "/data.bin":
             return 200, "application/octet-stream", bytes(range(256)) * 4, ""
         if self.spec.extras and path == "/moved":

@@ -1,0 +1,273 @@
+"""Throughput of the crawler against plain Scrapy, side by side, on the mock web.
+
+Runs, in one invocation, for a fixed crawl time each, with politeness delays
+at zero (FRONTIER_MIN_DELAY = 0, FRONTIER_DELAY_FACTOR = 0):
+
+* web (a): 2,000 hosts with Zipf-skewed sizes; web (b): 2,000 hosts of equal size;
+* on each: ``scrapy crawl web`` (one worker) and plain Scrapy's follow-all
+  spider (``DownloaderAwarePriorityQueue``, ``CONCURRENT_REQUESTS_PER_DOMAIN = 1``);
+* on web (a): two crawler workers sharing one frontier, against one.
+
+For each run it prints pages/s, CPU seconds per page of the crawling process
+(and of redis-server, separately), peak RSS, and politeness violations counted
+from the mock web's request log (overlapping requests to one host; gaps below
+the configured delay, which is 0 here, so only overlaps can occur).
+
+Usage: ``python benchmarks/throughput.py [--seconds 30] [--hosts 2000]``
+(``make bench``). Not a test: numbers depend on the machine and its load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import psutil  # noqa: E402
+
+from tests.support.mockweb import WebSpec, free_port, host_ip, politeness, read_log, spec_arguments  # noqa: E402
+
+CONCURRENCY = 32
+
+
+@dataclass
+class RunResult:
+    label: str
+    pages: int
+    seconds: float
+    cpu: float
+    redis_cpu: float
+    peak_rss_mb: float
+    overlaps: int
+    short_gaps: int
+
+    @property
+    def pages_per_second(self) -> float:
+        return self.pages / self.seconds if self.seconds else 0.0
+
+    @property
+    def cpu_ms_per_page(self) -> float:
+        return 1000 * self.cpu / self.pages if self.pages else float("inf")
+
+    @property
+    def redis_ms_per_page(self) -> float:
+        return 1000 * self.redis_cpu / self.pages if self.pages else 0.0
+
+    @property
+    def pages_per_cpu_second(self) -> float:
+        return self.pages / self.cpu if self.cpu else 0.0
+
+
+def wait_port(host: str, port: int) -> None:
+    import socket
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.02)
+    raise RuntimeError(f"{host}:{port} does not answer")
+
+
+class Services:
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.redis_port = free_port()
+        self.redis = subprocess.Popen(
+            [shutil.which("redis-server") or "redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1",
+             "--dir", str(workdir), "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
+             "--logfile", str(workdir / "redis.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        wait_port("127.0.0.1", self.redis_port)
+        self.redis_process = psutil.Process(self.redis.pid)
+
+    @property
+    def redis_url(self) -> str:
+        return f"redis://127.0.0.1:{self.redis_port}/0"
+
+    def redis_cpu(self) -> float:
+        times = self.redis_process.cpu_times()
+        return float(times.user + times.system)
+
+    def stop(self) -> None:
+        self.redis.send_signal(signal.SIGTERM)
+        self.redis.wait(timeout=30)
+
+
+class Web:
+    def __init__(self, spec: WebSpec, log: Path) -> None:
+        self.spec = spec
+        self.port = free_port()
+        self.log = log
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.mockweb", "--port", str(self.port), "--log", str(log),
+             *spec_arguments(spec)],
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        wait_port(host_ip(0), self.port)
+
+    def seeds(self, path: Path) -> Path:
+        path.write_text("".join(f"http://{host_ip(h)}:{self.port}/\n" for h in range(self.spec.hosts)))
+        return path
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(timeout=10)
+
+
+def run_processes(commands: list[tuple[list[str], Path]], env: dict[str, str]) -> tuple[float, float]:
+    """Run commands at once; returns (total CPU seconds, max peak RSS in MB)."""
+    processes = [
+        subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for command, cwd in commands
+    ]
+    cpu = 0.0
+    rss = 0.0
+    for process in processes:
+        # wait4 gives the resource usage of the process itself.
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        assert process.stderr is not None
+        err = process.stderr.read().decode(errors="replace")
+        if process.returncode != 0:
+            raise RuntimeError(f"{commands[0][0][:4]} failed ({process.returncode}):\n{err[-3000:]}")
+        cpu += usage.ru_utime + usage.ru_stime
+        rss = max(rss, usage.ru_maxrss / 1024)
+    return cpu, rss
+
+
+def measure(label: str, web: Web, services: Services, commands: list[tuple[list[str], Path]]) -> RunResult:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("REDIS_URL", None)
+    before = len(read_log(str(web.log))) if web.log.exists() else 0
+    redis_before = services.redis_cpu()
+    cpu, rss = run_processes(commands, env)
+    redis_cpu = services.redis_cpu() - redis_before
+    entries = read_log(str(web.log))[before:]
+    seconds = max(e.end for e in entries) - min(e.start for e in entries) if entries else 0.0
+    report = politeness(entries, min_gap=0.0)
+    return RunResult(label, len(entries), seconds, cpu, redis_cpu, rss, report.overlaps, report.short_gaps)
+
+
+def crawler_command(seeds: Path, services: Services, crawl_id: str, seconds: int) -> list[str]:
+    return [
+        sys.executable, "-m", "scrapy", "crawl", "web", "-a", f"seeds={seeds}",
+        "-s", f"REDIS_URL={services.redis_url}", "-s", f"FRONTIER_CRAWL_ID={crawl_id}",
+        "-s", "FRONTIER_MIN_DELAY=0", "-s", "FRONTIER_DELAY_FACTOR=0",
+        "-s", f"CONCURRENT_REQUESTS={CONCURRENCY}", "-s", f"CLOSESPIDER_TIMEOUT={seconds}",
+        "-s", "LOG_LEVEL=INFO",
+    ]
+
+
+def plain_command(seeds: Path, seconds: int) -> list[str]:
+    return [
+        sys.executable, "-m", "scrapy", "runspider", str(ROOT / "benchmarks" / "plain_followall.py"),
+        "-a", f"seeds={seeds}",
+        "-s", "SCHEDULER_PRIORITY_QUEUE=scrapy.pqueues.DownloaderAwarePriorityQueue",
+        "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=1", "-s", f"CONCURRENT_REQUESTS={CONCURRENCY}",
+        "-s", f"CLOSESPIDER_TIMEOUT={seconds}", "-s", "LOG_LEVEL=INFO", "-s", "TELNETCONSOLE_ENABLED=False",
+    ]
+
+
+def print_table(results: list[RunResult]) -> None:
+    header = (
+        f"{'run':<34} {'pages':>7} {'pages/s':>8} {'CPU ms/page':>11} {'pages/CPU-s':>11} "
+        f"{'redis ms/page':>13} {'peak RSS MB':>11} {'overlaps':>8} {'short gaps':>10}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        print(
+            f"{r.label:<34} {r.pages:>7} {r.pages_per_second:>8.0f} {r.cpu_ms_per_page:>11.2f} "
+            f"{r.pages_per_cpu_second:>11.0f} {r.redis_ms_per_page:>13.3f} {r.peak_rss_mb:>11.0f} "
+            f"{r.overlaps:>8} {r.short_gaps:>10}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="crawler vs plain Scrapy throughput on the mock web")
+    parser.add_argument("--seconds", type=int, default=30, help="crawl time of each run")
+    parser.add_argument("--hosts", type=int, default=2000)
+    parser.add_argument("--skip-plain", action="store_true", help="only the crawler runs")
+    args = parser.parse_args()
+
+    workdir = Path(tempfile.mkdtemp(prefix="crawler-bench-"))
+    plain_cwd = workdir / "plain"  # no scrapy.cfg here: plain Scrapy defaults
+    plain_cwd.mkdir()
+    services = Services(workdir)
+    shapes = {
+        "zipf": WebSpec(hosts=args.hosts, sizes="zipf:5000:1.0", fanout=10, nav=20, cross=10, filler_words=600),
+        "uniform": WebSpec(hosts=args.hosts, sizes="uniform:20", fanout=10, nav=20, cross=10, filler_words=600),
+    }
+    results: list[RunResult] = []
+    ratios: list[str] = []
+    try:
+        for name, spec in shapes.items():
+            print(f"web ({name}): {spec.hosts} hosts, {spec.total_pages()} pages, "
+                  f"~{spec.fanout + spec.nav + spec.cross} links/page", flush=True)
+            ours = plain = None
+            web = Web(spec, workdir / f"{name}-crawler.log")
+            try:
+                seeds = web.seeds(workdir / f"{name}-seeds.txt")
+                command = crawler_command(seeds, services, f"bench-{uuid.uuid4().hex[:8]}", args.seconds)
+                ours = measure(f"{name}: crawler, 1 worker", web, services, [(command, ROOT)])
+                results.append(ours)
+                print_table([ours])
+            finally:
+                web.stop()
+            if not args.skip_plain:
+                web = Web(spec, workdir / f"{name}-plain.log")
+                try:
+                    seeds = web.seeds(workdir / f"{name}-seeds.txt")
+                    plain = measure(f"{name}: plain Scrapy", web, services, [(plain_command(seeds, args.seconds), plain_cwd)])
+                    results.append(plain)
+                    print_table([plain])
+                finally:
+                    web.stop()
+            if ours and plain:
+                ratios.append(
+                    f"{name}: crawler / plain Scrapy = {ours.pages_per_cpu_second / plain.pages_per_cpu_second:.2f}x "
+                    f"pages per CPU-second, {ours.pages_per_second / plain.pages_per_second:.2f}x pages/s"
+                )
+        spec = shapes["zipf"]
+        web = Web(spec, workdir / "zipf-two-workers.log")
+        try:
+            seeds = web.seeds(workdir / "zipf-seeds.txt")
+            one = measure("zipf: crawler, 1 worker (again)", web, services,
+                          [(crawler_command(seeds, services, f"bench-{uuid.uuid4().hex[:8]}", args.seconds), ROOT)])
+            crawl_id = f"bench-{uuid.uuid4().hex[:8]}"
+            two = measure("zipf: crawler, 2 workers", web, services,
+                          [(crawler_command(seeds, services, crawl_id, args.seconds), ROOT)] * 2)
+            results += [one, two]
+            print_table([one, two])
+            ratios.append(f"zipf: 2 workers / 1 worker = {two.pages_per_second / one.pages_per_second:.2f}x pages/s")
+        finally:
+            web.stop()
+    finally:
+        services.stop()
+    print()
+    print(f"Crawl time per run: {args.seconds} s; CONCURRENT_REQUESTS={CONCURRENCY}; delays 0; "
+          f"machine: {os.cpu_count()} CPUs")
+    print_table(results)
+    print()
+    for line in ratios:
+        print(line)
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
