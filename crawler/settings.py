@@ -71,6 +71,9 @@ DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware": None,
     "scrapy.downloadermiddlewares.httpauth.HttpAuthMiddleware": None,
     "scrapy.downloadermiddlewares.httpproxy.HttpProxyMiddleware": None,
+    # Same counters, without re-serializing every request and response.
+    "scrapy.downloadermiddlewares.stats.DownloaderStats": None,
+    "crawler.middlewares.stats.FetchStats": 850,
 }
 # The web spider handles every status itself (HTTPERROR_ALLOW_ALL), sets the
 # depth of its requests, and URL limits are the crawler's own filters; each

@@ -58,7 +58,7 @@ def test_codec_round_trip_keeps_every_stored_field() -> None:
     assert decoded.priority == -3
     assert decoded.callback == spider.other
     assert decoded.errback == spider.on_error
-    assert decoded.meta == {"depth": 4, "tags": ["a", {"b": None}]}
+    assert decoded.meta == {"depth": 4, "tags": ["a", {"b": None}], "verbatim_url": True}
     assert decoded.cb_kwargs == {"n": 1.5}
     assert decoded.dont_filter is True
 
@@ -70,14 +70,15 @@ def test_codec_plain_get_is_small_and_versioned() -> None:
     assert fields[0] == CODEC_VERSION
     assert len(blob) < 40
     decoded = codec.decode(blob)
-    assert (decoded.url, decoded.method, decoded.callback, decoded.meta) == ("http://a.test/", "GET", None, {})
+    assert (decoded.url, decoded.method, decoded.callback) == ("http://a.test/", "GET", None)
+    assert decoded.meta == {"verbatim_url": True}  # stored URLs were made safe when first created
 
 
 def test_codec_drops_non_plain_meta_and_reports_it() -> None:
     codec = RequestCodec(_Spider())
     encoded = codec.encode(Request("http://a.test/", meta={"ok": 1, "obj": object(), "set": {1}}))
     assert sorted(encoded.dropped_keys) == ["obj", "set"]
-    assert codec.decode(encoded.blob).meta == {"ok": 1}
+    assert codec.decode(encoded.blob).meta == {"ok": 1, "verbatim_url": True}
 
 
 def test_codec_refuses_callbacks_that_are_not_spider_methods() -> None:

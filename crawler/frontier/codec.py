@@ -27,7 +27,9 @@ from crawler.exceptions import CodecError
 CODEC_VERSION = 1
 
 #: Meta keys that only make sense inside one process and are never stored.
-PROCESS_LOCAL_META = frozenset({"frontier_lease", "download_slot", "download_latency", "_slot"})
+PROCESS_LOCAL_META = frozenset(
+    {"frontier_lease", "download_slot", "download_latency", "_slot", "verbatim_url"}
+)
 
 _SCALARS = (str, bytes, int, float, bool, type(None))
 
@@ -116,6 +118,9 @@ class RequestCodec:
         if len(fields) != 11:
             raise CodecError(f"stored request has {len(fields)} fields, expected 11")
         _, url, method, headers, body, priority, callback, errback, meta, cb_kwargs, dont_filter = fields
+        # The stored URL is the one a Request already made safe when it was
+        # first created; Scrapy's `verbatim_url` skips escaping it again.
+        meta = {**meta, "verbatim_url": True} if meta else {"verbatim_url": True}
         return Request(
             url,
             method=method or "GET",

@@ -1,0 +1,1 @@
+"""Downloader and spider middlewares of the crawler."""
