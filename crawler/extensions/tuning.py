@@ -27,8 +27,9 @@ from scrapy.exceptions import NotConfigured
 from crawler.settings_parsing import get_bool, get_int
 
 if TYPE_CHECKING:
+    from typing import Self
+
     from scrapy.crawler import Crawler
-    from typing_extensions import Self
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,9 @@ pipelines. Only then is its lease acked, in the same round trip as (and after)
 the requests it produced, so a worker that dies at any moment loses nothing:
 its unacked leases expire and their URLs are fetched again by someone else.
 
-The host's next allowed time is computed from the time the download left the
-downloader (``request_left_downloader``), by :class:`PolitenessPolicy`.
+The host's next allowed time is computed by :class:`PolitenessPolicy` from the
+fetch's duration (Scrapy's ``download_latency``) and the time the engine
+finished with the request, which is never earlier than the end of the fetch.
 
 The pump sleeps until the earliest of: a new event (enqueue, finished request),
 the next host's ready time, the next lease expiry (another worker may have
@@ -38,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from scrapy import Request, Spider, signals
+from scrapy import Request, Spider
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.utils.defer import deferred_from_coro
 
@@ -74,7 +75,6 @@ class Handout:
 
     lease: Lease
     handed_at: float = 0.0
-    fetch_end: float = 0.0
 
 
 class FrontierScheduler(BaseScheduler):
@@ -112,7 +112,6 @@ class FrontierScheduler(BaseScheduler):
         self._global_pending = 0
         self._next_ready_at = 0.0
         self._last_renew = 0.0
-        crawler.signals.connect(self._left_downloader, signal=signals.request_left_downloader)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -271,11 +270,6 @@ class FrontierScheduler(BaseScheduler):
 
     # -- bookkeeping ---------------------------------------------------------------------
 
-    def _left_downloader(self, request: Request, spider: Spider) -> None:
-        handout = request.meta.get(LEASE_META)
-        if handout is not None:
-            handout.fetch_end = time.time()
-
     def _collect_completions(self) -> None:
         inprogress = self._inprogress
         finished = [request for request in self._handed if request not in inprogress]
@@ -284,13 +278,11 @@ class FrontierScheduler(BaseScheduler):
         now = time.time()
         for request in finished:
             handout = self._handed.pop(request)
-            end = handout.fetch_end or now
+            duration = request.meta.get("download_latency")
+            if duration is None:  # never reached the network (dropped by a middleware)
+                duration = now - handout.handed_at
             self._completions.append(
-                Completion(
-                    handout.lease.member,
-                    self.politeness.next_allowed_ms(end, end - handout.handed_at),
-                    int(end * 1000),
-                )
+                Completion(handout.lease.member, self.politeness.next_allowed_ms(now, duration), int(now * 1000))
             )
         self._poke()
 
@@ -379,6 +371,7 @@ class FrontierScheduler(BaseScheduler):
         finally:
             self._step_running = False
         self._record(result)
+        self.stats.inc_value("frontier/round_trips")
         claim = result.claim
         if claim is not None:
             self._synced = True
