@@ -141,8 +141,9 @@ def test_sigkill_then_resume_loses_nothing_and_refetches_only_leased_urls(
     assert politeness(web.entries(), min_gap=0.05).overlaps == 0
 
 
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_ctrl_c_then_same_command_resumes_on_the_embedded_redis(
-    mockweb_factory: Any, crawl_id: str, tmp_path: Path
+    mockweb_factory: Any, crawl_id: str, tmp_path: Path, stop_signal: signal.Signals
 ) -> None:
     spec = WebSpec(hosts=20, sizes="uniform:15", fanout=3, nav=2, cross=2, latency_ms=(10,))
     web = mockweb_factory(spec)
@@ -156,7 +157,7 @@ def test_ctrl_c_then_same_command_resumes_on_the_embedded_redis(
     first = subprocess.Popen(command, cwd=ROOT, env=crawl_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
     wait_for_log(web, 80, first)
-    first.send_signal(signal.SIGINT)
+    first.send_signal(stop_signal)
     _, stderr = first.communicate(timeout=60)
     assert first.returncode == 0, stderr[-3000:]
     assert "'finish_reason': 'shutdown'" in stderr

@@ -206,6 +206,11 @@ class FrontierScheduler(BaseScheduler):
             )
         if unfinished:
             logger.warning("Frontier close: %d requests were still in flight; their leases will expire", unfinished)
+        if not self.stats.get_value("frontier/claimed") and not self.stats.get_value("frontier/enqueued"):
+            logger.warning(
+                "Frontier %r had nothing to crawl: give seeds with -a seeds=FILE or -a urls=URL,URL",
+                self.config.crawl_id,
+            )
         logger.info("Frontier %r closed (%s)", self.config.crawl_id, reason)
 
     # -- the Scrapy scheduler interface --------------------------------------------------
