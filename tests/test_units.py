@@ -74,6 +74,13 @@ def test_codec_plain_get_is_small_and_versioned() -> None:
     assert decoded.meta == {"verbatim_url": True}  # stored URLs were made safe when first created
 
 
+def test_codec_bulk_link_encoding_matches_a_request() -> None:
+    spider = _Spider()
+    codec = RequestCodec(spider)
+    request = Request("http://a.test/x", callback=spider.parse, priority=2, meta={"depth": 3})
+    assert codec.encode_link("http://a.test/x", "parse", 3, 2) == codec.encode(request).blob
+
+
 def test_codec_drops_non_plain_meta_and_reports_it() -> None:
     codec = RequestCodec(_Spider())
     encoded = codec.encode(Request("http://a.test/", meta={"ok": 1, "obj": object(), "set": {1}}))

@@ -106,6 +106,17 @@ class RequestCodec:
         )
         return EncodedRequest(blob, tuple(dropped))
 
+    def encode_link(self, url: str, callback: str | None, depth: int, priority: int = 0) -> bytes:
+        """Encode a plain GET of ``url`` without building a Request first.
+
+        The same bytes ``encode`` gives for ``Request(url, callback=...,
+        priority=..., meta={"depth": depth})``; for links followed in bulk.
+        """
+        blob: bytes = self._packer.pack(
+            [CODEC_VERSION, url, None, None, None, priority, callback, None, {"depth": depth}, None, False]
+        )
+        return blob
+
     def decode(self, blob: bytes) -> Request:
         try:
             fields = msgpack.unpackb(blob, raw=False, strict_map_key=True)

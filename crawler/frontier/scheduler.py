@@ -33,6 +33,7 @@ import contextlib
 import logging
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -260,6 +261,41 @@ class FrontierScheduler(BaseScheduler):
         if len(self._enqueues) == 1:
             self._poke()
         return True
+
+    def enqueue_urls(
+        self, urls: Iterable[str], *, depth: int, callback: str | None = None, priority: int = 0
+    ) -> int:
+        """Queue plain GET requests for many URLs at once; returns how many were sent.
+
+        The bulk path for discovered links: the same seen check, routing and
+        durability as :meth:`enqueue_request` (the links are stored before the
+        lease of the page that found them is acked), without building a
+        ``Request`` per link and passing it through the engine. ``callback``
+        names a spider method; the request's ``meta`` is ``{"depth": depth}``.
+        """
+        assert self.codec is not None, "enqueue_urls() before open()"
+        local_seen = self._local_seen
+        level = self.levels.level(priority)
+        inc = self.stats.inc_value
+        sent = 0
+        for url in urls:
+            try:
+                canonical, host = canonicalize(url)
+            except UrlError as exc:
+                inc("frontier/dropped/bad_url")
+                logger.debug("Frontier dropped %s: %s", url, exc)
+                continue
+            fingerprint = url_fingerprint(canonical)
+            if fingerprint in local_seen:
+                inc("frontier/duplicate/local")
+                continue
+            local_seen.add(fingerprint)
+            blob = self.codec.encode_link(url, callback, depth, priority)
+            self._enqueues.append(EnqueueEntry(fingerprint, host, level, False, blob))
+            sent += 1
+        if sent:
+            self._poke()
+        return sent
 
     def next_request(self) -> Request | None:
         if self._handed:

@@ -86,25 +86,36 @@ class WebSpider(Spider):
             fetch_duration=response.meta.get("download_latency"),
             depth=response.meta.get("depth", 0),
         )
+        depth = item.depth
         if 300 <= response.status < 400:
             location = headers.get(b"Location")
             if location:
                 target = urljoin(response.url, location.decode("latin-1").strip())
                 item.redirect_to = target
-                yield from self._follow([target])
+                # A redirect is not a step deeper: the target keeps the depth.
+                yield from self._follow([target], depth)
         elif content_type.split(b";", 1)[0].strip().lower() in _HTML_TYPES and response.body:
             item.outlinks = self.link_extractor.extract(response.body, response.url)
-            yield from self._follow(item.outlinks)
+            yield from self._follow(item.outlinks, depth + 1)
         yield item
 
-    def _follow(self, urls: list[str]) -> Iterator[Request]:
+    def _follow(self, urls: list[str], depth: int) -> Iterator[Request]:
+        """Follow the URLs not followed before by this process.
+
+        With the frontier scheduler they go to it in bulk (no Request per
+        link); with any other scheduler they are yielded as Requests.
+        """
         emitted = self._emitted
-        for url in urls:
-            if url not in emitted:
-                emitted.add(url)
-                if _ALREADY_SAFE.match(url):
-                    # Nothing for Scrapy to escape: skip its URL parser (half the
-                    # cost of a Request).
-                    yield Request(url, callback=self.parse, meta={"verbatim_url": True})
-                else:
-                    yield Request(url, callback=self.parse)
+        new = [url for url in urls if url not in emitted]
+        if not new:
+            return
+        for url in new:
+            emitted.add(url)
+        scheduler = self.crawler.engine.scheduler if self.crawler.engine else None
+        enqueue_urls = getattr(scheduler, "enqueue_urls", None)
+        if enqueue_urls is not None:
+            enqueue_urls(new, depth=depth, callback="parse")
+            return
+        for url in new:
+            meta = {"depth": depth, "verbatim_url": True} if _ALREADY_SAFE.match(url) else {"depth": depth}
+            yield Request(url, callback=self.parse, meta=meta)
