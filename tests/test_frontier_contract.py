@@ -19,7 +19,9 @@ from redis.asyncio import Redis
 
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.keys import FrontierKeys
+from crawler.frontier.outcome import HostSignal, LeaseAction
 from crawler.frontier.store import Completion, EnqueueEntry, Lease, RedisFrontier
+from crawler.politeness.backoff import BackoffPolicy
 from crawler.urls import canonicalize, url_fingerprint
 from tests.conftest import RedisServer
 
@@ -323,3 +325,105 @@ def test_queued_counter_matches_queues(run: Callable[..., None]) -> None:
         assert (await f.counts()).queued == 70
 
     run(body, active_hosts=4)
+
+
+# -- outcomes: requeue, dead letters, host backoff ---------------------------------------
+
+BACKOFF = BackoffPolicy(throttle_base=2.0, throttle_max=10.0, park_after=2, park_base=4.0, park_max=20.0)
+
+
+async def _one(f: RedisFrontier, now: int) -> Lease:
+    claim = await f.claim(now, 1)
+    assert len(claim.claimed) == 1, claim
+    return claim.claimed[0][0]
+
+
+def test_requeue_returns_the_url_with_its_new_request_not_before_the_given_time(run: Callable[..., None]) -> None:
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        await f.enqueue([entry("http://a.test/1")])
+        lease = await _one(f, T0)
+        done = Completion(lease.member, T0 + 10, T0, action=LeaseAction.REQUEUE, not_before_ms=T0 + 5000,
+                          blob=b"retry-1", host_signal=HostSignal.NEUTRAL)
+        result = await f.step(completions=[done], now_ms=T0)
+        assert (result.acked, result.requeued) == (1, 1)
+        f = await h.reopen()
+        assert (await f.counts()).queued == 1
+        assert (await f.claim(T0 + 4999, 1)).claimed == []
+        assert [b for _, b in (await f.claim(T0 + 5000, 1)).claimed] == [b"retry-1"]
+
+    run(body)
+
+
+def test_dead_letters_are_kept_listed_and_revived(run: Callable[..., None]) -> None:
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        await f.enqueue([entry("http://a.test/1", level=2), entry("http://a.test/2")])
+        lease = await _one(f, T0)
+        done = Completion(lease.member, T0, T0, action=LeaseAction.DEAD, error="DownloadTimeoutError",
+                          message="took\tlonger\nthan 30 s")
+        assert (await f.step(completions=[done], now_ms=T0)).dead == 1
+        f = await h.reopen()
+        letters = await f.dead_letters()
+        assert len(letters) == 1
+        letter = letters[0]
+        assert (letter.host, letter.error, letter.message) == ("a.test", "DownloadTimeoutError", "took longer than 30 s")
+        assert letter.blob in (b"http://a.test/1", b"http://a.test/2")
+        assert (await f.counts()).queued == 1
+        assert await f.revive([(letter.request_id, b"")]) == 1
+        assert await f.revive([(letter.request_id, b"")]) == 0
+        assert await f.dead_letters() == []
+        fetched = [b for _, b in await drain(f, T0 + 1)]
+        assert sorted(fetched) == [b"http://a.test/1", b"http://a.test/2"]
+
+    run(body)
+
+
+def test_throttled_host_backs_off_exponentially_and_decays(run: Callable[..., None]) -> None:
+    async def body(h: Harness) -> None:
+        f = RedisFrontier(h.frontier.client, h.frontier.keys, h.config, BACKOFF)  # type: ignore[union-attr]
+        await f.enqueue([entry(f"http://a.test/{i}") for i in range(8)])
+        now = T0
+        waits = []
+        signals = [HostSignal.THROTTLED] * 4 + [HostSignal.OK] * 2 + [HostSignal.THROTTLED]
+        for signal in signals:
+            lease = await _one(f, now)
+            await f.ack([Completion(lease.member, now, now, host_signal=signal)])
+            ready = (await f.claim(now, 0)).next_ready_ms
+            assert ready is not None
+            waits.append(ready - now)
+            now = ready
+        # Levels 1, 2, 3, 4 (capped at 10 s); two successes (no extra rest)
+        # bring the level down to 2, so the next throttle is level 3 again.
+        assert waits == [int(BACKOFF.throttle_delay(n) * 1000) for n in (1, 2, 3, 4)] + [0, 0] + [
+            int(BACKOFF.throttle_delay(3) * 1000)
+        ]
+        assert waits == [2000, 4000, 8000, 10000, 0, 0, 8000]
+
+    run(body)
+
+
+def test_failing_host_is_parked_after_consecutive_failures_and_reset_by_success(run: Callable[..., None]) -> None:
+    async def body(h: Harness) -> None:
+        f = RedisFrontier(h.frontier.client, h.frontier.keys, h.config, BACKOFF)  # type: ignore[union-attr]
+        await f.enqueue([entry(f"http://a.test/{i}") for i in range(6)])
+        now = T0
+        rests = []
+        for signal in (HostSignal.FAILED, HostSignal.FAILED, HostSignal.FAILED, HostSignal.OK, HostSignal.FAILED):
+            lease = await _one(f, now)
+            result = await f.step(completions=[Completion(lease.member, now, now, host_signal=signal)], now_ms=now)
+            ready = (await f.claim(now, 0)).next_ready_ms
+            assert ready is not None
+            rests.append((ready - now, result.parked))
+            now = ready
+        assert rests == [
+            (0, 0),
+            (int(BACKOFF.park_delay(2) * 1000), 1),
+            (int(BACKOFF.park_delay(3) * 1000), 1),
+            (0, 0),
+            (0, 0),  # the success reset the count
+        ] == [(0, 0), (4000, 1), (8000, 1), (0, 0), (0, 0)]
+
+    run(body)

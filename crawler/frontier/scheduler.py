@@ -34,7 +34,6 @@ import logging
 import time
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -49,8 +48,10 @@ from crawler.exceptions import CodecError, ConfigurationError, FrontierUnavailab
 from crawler.frontier.codec import RequestCodec
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.keys import FrontierKeys
+from crawler.frontier.outcome import LEASE_META, Handout, LeaseAction
 from crawler.frontier.policy import PolitenessPolicy, PriorityLevels
-from crawler.frontier.store import Completion, EnqueueEntry, Lease, RedisFrontier, StepResult
+from crawler.frontier.store import Completion, EnqueueEntry, RedisFrontier, StepResult
+from crawler.politeness.backoff import BackoffPolicy
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
 from crawler.urls import NORMALIZATION_VERSION, UrlError, canonicalize, url_fingerprint
 
@@ -63,19 +64,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: ``Request.meta`` key holding the :class:`Handout` of a request served by the frontier.
-LEASE_META = "frontier_lease"
-
 _REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
 _MAX_BACKOFF = 30.0
-
-
-@dataclass(slots=True)
-class Handout:
-    """A leased request on its way through this worker."""
-
-    lease: Lease
-    handed_at: float = 0.0
 
 
 class FrontierScheduler(BaseScheduler):
@@ -87,9 +77,11 @@ class FrontierScheduler(BaseScheduler):
         config: FrontierConfig,
         provider: RedisProvider,
         stats: StatsCollector,
+        backoff: BackoffPolicy,
     ) -> None:
         self.crawler = crawler
         self.config = config
+        self.backoff = backoff
         self.provider = provider
         self.stats = stats
         self.keys = FrontierKeys(config.crawl_id)
@@ -119,7 +111,8 @@ class FrontierScheduler(BaseScheduler):
         spider_name = crawl_id_for(crawler)
         config = FrontierConfig.from_settings(crawler.settings, spider_name)
         assert crawler.stats is not None
-        return cls(crawler, config, RedisProvider.for_crawler(crawler), crawler.stats)
+        backoff = BackoffPolicy.from_settings(crawler.settings)
+        return cls(crawler, config, RedisProvider.for_crawler(crawler), crawler.stats, backoff)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -128,7 +121,7 @@ class FrontierScheduler(BaseScheduler):
 
     async def _open(self, spider: Spider) -> None:
         client = await self.provider.client()
-        self.frontier = RedisFrontier(client, self.keys, self.config)
+        self.frontier = RedisFrontier(client, self.keys, self.config, self.backoff)
         self.codec = RequestCodec(spider)
         await self.frontier.load_scripts()
         await self._check_crawl_metadata(client)
@@ -318,14 +311,41 @@ class FrontierScheduler(BaseScheduler):
             return
         now = time.time()
         for request in finished:
-            handout = self._handed.pop(request)
-            duration = request.meta.get("download_latency")
-            if duration is None:  # never reached the network (dropped by a middleware)
-                duration = now - handout.handed_at
-            self._completions.append(
-                Completion(handout.lease.member, self.politeness.next_allowed_ms(now, duration), int(now * 1000))
-            )
+            self._completions.append(self._completion(request, self._handed.pop(request), now))
         self._poke()
+
+    def _completion(self, request: Request, handout: Handout, now: float) -> Completion:
+        duration = request.meta.get("download_latency")
+        if duration is None:  # never reached the network (a middleware ended it first)
+            duration = now - handout.handed_at
+        next_allowed = self.politeness.next_allowed_ms(now, duration)
+        outcome = handout.outcome
+        if outcome is None or outcome.action is LeaseAction.DONE:
+            return Completion(handout.lease.member, next_allowed, int(now * 1000), host_signal=handout.host_signal)
+        blob = b""
+        if outcome.meta_updates:
+            assert self.codec is not None
+            try:
+                blob = self.codec.encode(request.replace(meta={**request.meta, **outcome.meta_updates})).blob
+            except CodecError as exc:
+                logger.error("Frontier could not re-encode %s: %s; keeping the stored request", request.url, exc)
+        if outcome.action is LeaseAction.REQUEUE:
+            self.stats.inc_value("frontier/requeued")
+        else:
+            self.stats.inc_value("frontier/dead_lettered")
+            self.stats.inc_value(f"frontier/dead_lettered/{outcome.error or 'unknown'}")
+            logger.warning("Dead letter: %s (%s: %s)", request.url, outcome.error, outcome.message)
+        return Completion(
+            handout.lease.member,
+            next_allowed,
+            int(now * 1000),
+            action=outcome.action,
+            not_before_ms=int(outcome.not_before * 1000),
+            blob=blob,
+            host_signal=outcome.host_signal,
+            error=outcome.error,
+            message=outcome.message,
+        )
 
     def _poke(self) -> None:
         if self._wake is not None:
@@ -454,6 +474,8 @@ class FrontierScheduler(BaseScheduler):
                 logger.info("Frontier: %d expired leases returned their URLs to the queues", claim.expired)
             if claim.missing:
                 inc("frontier/missing_request", claim.missing)
+        if result.parked:
+            inc("frontier/hosts_parked", result.parked)
 
     # -- introspection -------------------------------------------------------------------
 

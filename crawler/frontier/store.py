@@ -33,8 +33,10 @@ from redis.exceptions import NoScriptError
 
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.keys import FrontierKeys
+from crawler.frontier.outcome import HostSignal, LeaseAction
+from crawler.politeness.backoff import BackoffPolicy
 
-SCRIPT_NAMES = ("enqueue", "claim", "ack", "release")
+SCRIPT_NAMES = ("enqueue", "claim", "ack", "release", "revive")
 
 
 def load_script_source(name: str) -> str:
@@ -70,11 +72,31 @@ class Lease:
 
 @dataclass(frozen=True, slots=True)
 class Completion:
-    """A finished fetch: its lease and the host's next allowed time."""
+    """A finished lease: the host's next allowed time and what becomes of the URL."""
 
     member: bytes
     next_allowed_ms: int
     completed_ms: int
+    action: LeaseAction = LeaseAction.DONE
+    #: The host is not contacted before this (ms; 0 = no floor). For REQUEUE.
+    not_before_ms: int = 0
+    #: A re-encoded request to store (REQUEUE, DEAD); empty keeps the stored one.
+    blob: bytes = b""
+    host_signal: HostSignal = HostSignal.OK
+    #: Error class and message of a dead letter.
+    error: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    request_id: int
+    host: str
+    level: int
+    died_at: float
+    error: str
+    message: str
+    blob: bytes
 
 
 @dataclass(frozen=True)
@@ -97,6 +119,9 @@ class StepResult:
     stale: int = 0
     released: int = 0
     claim: ClaimResult | None = None
+    requeued: int = 0
+    dead: int = 0
+    parked: int = 0
 
 
 @dataclass(frozen=True)
@@ -109,6 +134,10 @@ class FrontierCounts:
     front: tuple[int, ...] = field(default=())
 
 
+def _clean(text: str) -> str:
+    return " ".join(text.split())[:500]
+
+
 def _optional_ms(value: Any) -> int | None:
     number = int(value)
     return None if number < 0 else number
@@ -117,10 +146,20 @@ def _optional_ms(value: Any) -> int | None:
 class RedisFrontier:
     """Async access to one shard of the frontier. Never blocks the event loop."""
 
-    def __init__(self, client: Redis, keys: FrontierKeys, config: FrontierConfig) -> None:
+    def __init__(
+        self, client: Redis, keys: FrontierKeys, config: FrontierConfig, backoff: BackoffPolicy | None = None
+    ) -> None:
         self.client = client
         self.keys = keys
         self.config = config
+        backoff = backoff or BackoffPolicy()
+        self._backoff_args = (
+            int(backoff.throttle_base * 1000),
+            int(backoff.throttle_max * 1000),
+            backoff.park_after,
+            int(backoff.park_base * 1000),
+            int(backoff.park_max * 1000),
+        )
         self._sources = {name: load_script_source(name) for name in SCRIPT_NAMES}
         self._shas = {name: hashlib.sha1(src.encode()).hexdigest() for name, src in self._sources.items()}
         self._weights = [str(w) for w in config.queue_weights]
@@ -201,9 +240,12 @@ class RedisFrontier:
                 pipe.evalsha(self._shas["enqueue"], 1, keys.seen, *args)
                 order.append("enqueue")
         if completions:
-            args = [prefix]
+            args = [prefix, now_ms, *self._backoff_args]
             for done in completions:
-                args += (done.member, done.next_allowed_ms, done.completed_ms)
+                args += (
+                    done.member, done.next_allowed_ms, done.completed_ms, int(done.action), done.not_before_ms,
+                    done.blob, int(done.host_signal), f"{_clean(done.error)}\t{_clean(done.message)}",
+                )
             pipe.evalsha(self._shas["ack"], 1, keys.leases, *args)
             order.append("ack")
         if releases:
@@ -231,19 +273,19 @@ class RedisFrontier:
         if not order:
             return StepResult()
         replies = await pipe.execute()
-        added = duplicates = acked = stale = released = 0
+        added = duplicates = acked = stale = released = requeued = dead = parked = 0
         claim_result = None
         for kind, reply in zip(order, replies):
             if kind == "enqueue":
                 added += int(reply[0])
                 duplicates += int(reply[1])
             elif kind == "ack":
-                acked, stale = int(reply[0]), int(reply[1])
+                acked, stale, requeued, dead, parked = (int(x) for x in reply)
             elif kind == "release":
                 released = int(reply)
             elif kind == "claim":
                 claim_result = self._parse_claim(reply)
-        return StepResult(added, duplicates, acked, stale, released, claim_result)
+        return StepResult(added, duplicates, acked, stale, released, claim_result, requeued, dead, parked)
 
     @staticmethod
     def _parse_claim(reply: list[Any]) -> ClaimResult:
@@ -259,6 +301,41 @@ class RedisFrontier:
             leased=int(reply[6]),
             missing=int(reply[7]),
         )
+
+    # -- dead letters ----------------------------------------------------------------
+
+    async def dead_letters(self, limit: int = 1000) -> list[DeadLetter]:
+        """Up to ``limit`` dead letters (an HSCAN walk, never a blocking scan)."""
+        out: list[DeadLetter] = []
+        cursor = 0
+        while True:
+            cursor, batch = await self.client.hscan(self.keys.key("deadinfo"), cursor, count=200)
+            info: dict[bytes, bytes] = dict(batch)  # type: ignore[arg-type]
+            if info:
+                ids = list(info)
+                blobs = await self.client.hmget(self.keys.key("dead"), ids)
+                for raw_id, blob in zip(ids, blobs):
+                    if not isinstance(blob, bytes):
+                        continue
+                    host, level, died, error, message = info[raw_id].decode("utf-8", "replace").split("\t", 4)
+                    out.append(DeadLetter(int(raw_id), host, int(level), int(died) / 1000, error, message, blob))
+                    if len(out) >= limit:
+                        return out
+            if cursor == 0:
+                return out
+
+    async def revive(self, entries: list[tuple[int, bytes]]) -> int:
+        """Requeue dead letters by id, with a re-encoded request (or b"" to keep it)."""
+        if not entries:
+            return 0
+        args: list[Any] = [self.keys.prefix]
+        for request_id, blob in entries:
+            args += (request_id, blob)
+        try:
+            return int(await self.client.evalsha(self._shas["revive"], 1, self.keys.key("dead"), *args))
+        except NoScriptError:
+            await self.load_scripts()
+            return int(await self.client.evalsha(self._shas["revive"], 1, self.keys.key("dead"), *args))
 
     # -- inspection ------------------------------------------------------------------
 

@@ -1,0 +1,115 @@
+"""How a leased request ends, as decided by the middlewares that handle it.
+
+By default a request whose processing ends is *done*: its lease is acked and
+the URL is forgotten (it stays in the seen set). A middleware can decide
+otherwise with :func:`reschedule` (back to the frontier, not before a given
+time: retries, robots.txt fetched first, throttling) or :func:`dead_letter`
+(give up: the request moves to the dead-letter queue with its error), and
+then end the request's processing by raising :class:`Rescheduled`. The
+scheduler applies the outcome in the ack of the lease, in the same atomic
+step that gives the host its next allowed time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any
+
+from scrapy.exceptions import IgnoreRequest
+
+if TYPE_CHECKING:
+    from scrapy import Request
+
+#: ``Request.meta`` key holding the :class:`Handout` of a request served by the frontier.
+LEASE_META = "frontier_lease"
+
+
+class LeaseAction(IntEnum):
+    DONE = 0
+    REQUEUE = 1
+    DEAD = 2
+
+
+class HostSignal(IntEnum):
+    """What the fetch says about the host, for host-level backoff."""
+
+    #: A normal answer: throttling decays by one level, failures reset.
+    OK = 0
+    #: 429 or 503: the host's throttle level rises.
+    THROTTLED = 1
+    #: A connection-level failure: the host's consecutive-failure count rises.
+    FAILED = 2
+    #: Neither (e.g. the page waits for robots.txt): host state unchanged.
+    NEUTRAL = 3
+
+
+@dataclass(slots=True)
+class LeaseOutcome:
+    action: LeaseAction
+    host_signal: HostSignal = HostSignal.OK
+    #: Epoch seconds before which the host is not contacted again (0: no floor).
+    not_before: float = 0.0
+    #: Changes to the stored request's meta (retry counters...), or None.
+    meta_updates: dict[str, Any] | None = None
+    error: str = ""
+    message: str = ""
+
+
+@dataclass(slots=True)
+class Handout:
+    """A leased request on its way through this worker."""
+
+    lease: Any  # crawler.frontier.store.Lease
+    handed_at: float = 0.0
+    outcome: LeaseOutcome | None = field(default=None)
+    #: The host signal of a request that completed normally (set by middlewares).
+    host_signal: HostSignal = HostSignal.OK
+
+
+class Rescheduled(IgnoreRequest):
+    """Ends a request whose lease outcome has been set; not an error."""
+
+
+def handout_of(request: Request) -> Handout | None:
+    handout = request.meta.get(LEASE_META)
+    return handout if isinstance(handout, Handout) else None
+
+
+def reschedule(
+    request: Request,
+    *,
+    not_before: float,
+    host_signal: HostSignal = HostSignal.NEUTRAL,
+    meta_updates: dict[str, Any] | None = None,
+    reason: str = "",
+) -> bool:
+    """Send a leased request back to the frontier; False if it holds no lease."""
+    handout = handout_of(request)
+    if handout is None:
+        return False
+    handout.outcome = LeaseOutcome(LeaseAction.REQUEUE, host_signal, not_before, meta_updates, message=reason)
+    return True
+
+
+def dead_letter(
+    request: Request,
+    *,
+    error: str,
+    message: str,
+    host_signal: HostSignal = HostSignal.OK,
+    meta_updates: dict[str, Any] | None = None,
+) -> bool:
+    """Move a leased request to the dead-letter queue; False if it holds no lease."""
+    handout = handout_of(request)
+    if handout is None:
+        return False
+    handout.outcome = LeaseOutcome(LeaseAction.DEAD, host_signal, 0.0, meta_updates, error, message)
+    return True
+
+
+def signal_host(request: Request, signal: HostSignal) -> None:
+    """Record what a normally completed fetch says about its host."""
+    handout = handout_of(request)
+    if handout is not None:
+        handout.host_signal = signal

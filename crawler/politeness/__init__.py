@@ -1,0 +1,1 @@
+"""Politeness policies beyond the frontier's base delay: backoff and retries."""
