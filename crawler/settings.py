@@ -49,10 +49,45 @@ AUTOTHROTTLE_ENABLED = False
 CONCURRENT_ITEMS = 1
 
 # --- Fetching -----------------------------------------------------------------------
-# A broad crawl cannot wait 3 minutes for one server.
+# Total time of one request, body included (a slow-drip server is cut here):
+# a broad crawl cannot wait 3 minutes for one server.
 DOWNLOAD_TIMEOUT = 30
+FETCH_CONNECT_TIMEOUT = 10
+# Bodies are cut at 16 MiB (also after decompression); counted above 4 MiB.
 DOWNLOAD_MAXSIZE = 16 * 1024 * 1024
 DOWNLOAD_WARNSIZE = 4 * 1024 * 1024
+# Bodies of other types stop downloading when their headers arrive.
+FETCH_ALLOWED_CONTENT_TYPES = ["text/html", "application/xhtml+xml"]
+# Never connect to private, loopback, link-local (cloud metadata), multicast or
+# reserved addresses, checked after DNS. Tests and intranet crawls turn this
+# on, or list ranges in PRIVATE_NETWORKS_ALLOWLIST.
+ALLOW_PRIVATE_NETWORKS = False
+PRIVATE_NETWORKS_ALLOWLIST: list[str] = []
+DNS_CACHE_TTL = 300
+DNS_NEGATIVE_TTL = 30
+DNS_CACHE_SIZE = 10_000
+
+# --- robots.txt (RFC 9309) ----------------------------------------------------------
+ROBOTS_ENABLED = True
+# The product token our robots.txt group is looked up by (default: BOT_NAME).
+ROBOTS_USER_AGENT_TOKEN = None
+ROBOTS_CACHE_TTL = 24 * 3600
+ROBOTS_MAX_CRAWL_DELAY = 60
+ROBOTS_MAX_BYTES = 500 * 1024
+ROBOTS_RETRY_DELAY = 60
+ROBOTS_RETRY_MAX_DELAY = 24 * 3600
+ROBOTS_MAX_FAILURES = 5
+
+# --- Retries and backoff (see crawler/politeness/backoff.py) ------------------------
+RETRY_MAX_RETRIES = 3
+RETRY_MAX_THROTTLED = 10
+RETRY_BASE_DELAY = 30
+RETRY_MAX_DELAY = 3600
+BACKOFF_BASE_DELAY = 5
+BACKOFF_MAX_DELAY = 3600
+HOST_PARK_AFTER = 5
+HOST_PARK_BASE_DELAY = 60
+HOST_PARK_MAX_DELAY = 6 * 3600
 # Broad crawls do not keep sessions.
 COOKIES_ENABLED = False
 # Redirects are recorded and followed as new URLs by the spider, through the
@@ -71,9 +106,22 @@ DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware": None,
     "scrapy.downloadermiddlewares.httpauth.HttpAuthMiddleware": None,
     "scrapy.downloadermiddlewares.httpproxy.HttpProxyMiddleware": None,
-    # Same counters, without re-serializing every request and response.
+    # The crawler's own, in order from the engine to the network:
+    "crawler.identity.IdentityGuardMiddleware": 50,
+    "crawler.middlewares.robots.RobotsTxtMiddleware": 100,
+    "crawler.middlewares.retry.RetryMiddleware": 550,
+    "crawler.middlewares.fetchlimits.FetchLimitsMiddleware": 580,
+    # Scrapy's decompression (bounded by DOWNLOAD_MAXSIZE), counting bombs.
+    "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware": None,
+    "crawler.middlewares.fetchlimits.BoundedHttpCompressionMiddleware": 590,
+    # Same counters as DownloaderStats, without re-serializing every request.
     "scrapy.downloadermiddlewares.stats.DownloaderStats": None,
     "crawler.middlewares.stats.FetchStats": 850,
+}
+# Connect timeout, a DNS cache with a TTL, and the private-network guard.
+DOWNLOAD_HANDLERS = {
+    "http": "crawler.downloader.handler.CrawlerDownloadHandler",
+    "https": "crawler.downloader.handler.CrawlerDownloadHandler",
 }
 # The web spider handles every status itself (HTTPERROR_ALLOW_ALL), sets the
 # depth of its requests, and URL limits are the crawler's own filters; each

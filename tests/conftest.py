@@ -149,9 +149,13 @@ def mockweb_factory(tmp_path: Path) -> Iterator:  # type: ignore[type-arg]
         web.stop()
 
 
+#: The mock web is on loopback addresses, which the crawler refuses by default.
+TEST_SETTINGS: dict[str, object] = {"ALLOW_PRIVATE_NETWORKS": True}
+
+
 def crawl_command(*args: str, settings: dict[str, object] | None = None) -> list[str]:
     command = [sys.executable, "-m", "scrapy", "crawl", "web", *args]
-    for name, value in (settings or {}).items():
+    for name, value in {**TEST_SETTINGS, **(settings or {})}.items():
         command += ["-s", f"{name}={value}"]
     return command
 

@@ -19,10 +19,12 @@ from tests.support.mockweb import WebSpec, host_index, parse_page_path, politene
 
 
 def fetched_pages(web: MockWeb) -> Counter[tuple[int, int]]:
-    """How many times each (host, page) was fetched, from the server's log."""
+    """How many times each (host, page) was fetched, from the server's log (pages only)."""
     pages: Counter[tuple[int, int]] = Counter()
     for entry in web.entries():
-        pages[(host_index(entry.host), parse_page_path(entry.path))] += 1
+        page = parse_page_path(entry.path)
+        if page >= 0:
+            pages[(host_index(entry.host), page)] += 1
     return pages
 
 
@@ -61,13 +63,13 @@ def test_crawl_fetches_every_reachable_page_once_and_politely(
     )
     assert_finished(result)
     expected = spec.reachable((h, 0) for h in range(0, 60, 3))
-    fetched = fetched_pages(web)
-    pages = Counter({key: n for key, n in fetched.items() if key[1] >= 0})
+    pages = fetched_pages(web)
     assert set(pages) == expected
     assert max(pages.values()) == 1
-    # The extras: every host's binary file and redirect, once; mailto:/javascript: never.
+    # The extras: every host's robots.txt, binary file and redirect, once;
+    # mailto:/javascript: never.
     extras = [e for e in web.entries() if parse_page_path(e.path) < 0]
-    assert Counter(e.path for e in extras) == {"/data.bin": 60, "/moved": 60}
+    assert Counter(e.path for e in extras) == {"/robots.txt": 60, "/data.bin": 60, "/moved": 60}
     report = politeness(web.entries(), min_gap=0.2)
     assert report.overlaps == 0
     assert report.short_gaps == 0
@@ -89,7 +91,9 @@ def test_next_host_fetch_starts_when_its_delay_ends(
     )
     assert_finished(result)
     entries = sorted(web.entries(), key=lambda e: e.start)
-    assert len(entries) == 8
+    # robots.txt first, then the 8 pages, each at its turn.
+    assert [e.path for e in entries][:2] == ["/robots.txt", "/"]
+    assert len(entries) == 9
     gaps = [after.start - before.end for before, after in itertools.pairwise(entries)]
     assert min(gaps) >= 0.3 - 0.002
     # Not the engine's 5 s heartbeat, nor the 5 s idle poll: about the delay.
@@ -204,13 +208,17 @@ def test_two_workers_share_one_frontier(
 @pytest.mark.parametrize(
     ("args", "settings", "names"),
     [
-        (["-a", "urls=http://a.test/"], {"REDIS_URL": "redis://127.0.0.1:1/0"}, ["REDIS_URL", "cannot reach Redis"]),
-        (["-a", "urls=http://a.test/"], {"REDIS_URL": "http://not-redis/"}, ["REDIS_URL", "not a Redis URL"]),
+        (["-a", "urls=http://127.0.0.1:9/"], {"REDIS_URL": "redis://127.0.0.1:1/0"}, ["REDIS_URL", "cannot reach Redis"]),
+        (["-a", "urls=http://127.0.0.1:9/"], {"REDIS_URL": "http://not-redis/"}, ["REDIS_URL", "not a Redis URL"]),
         (["-a", "seeds=/nonexistent/seeds.txt"], {}, ["seeds", "does not exist"]),
         (["-a", "seeds={empty}"], {}, ["seeds", "contains no URLs"]),
         (["-a", "urls=example.com"], {}, ["urls", "'example.com' is not an http(s) URL"]),
-        (["-a", "urls=http://a.test/"], {"FRONTIER_MIN_DELAY": "soon"}, ["FRONTIER_MIN_DELAY", "expected a number"]),
-        (["-a", "urls=http://a.test/"], {"REDIS_SERVER_BINARY": "no-such-redis"}, ["REDIS_SERVER_BINARY", "not found"]),
+        (["-a", "urls=http://127.0.0.1:9/"], {"FRONTIER_MIN_DELAY": "soon"}, ["FRONTIER_MIN_DELAY", "expected a number"]),
+        (["-a", "urls=http://127.0.0.1:9/"], {"REDIS_SERVER_BINARY": "no-such-redis"}, ["REDIS_SERVER_BINARY", "not found"]),
+        (["-a", "urls=http://a.test/"], {}, ["USER_AGENT", "placeholder"]),
+        (["-a", "urls=http://127.0.0.1:9/"], {"PRIVATE_NETWORKS_ALLOWLIST": "10.0.0.0/33"},
+         ["PRIVATE_NETWORKS_ALLOWLIST", "not a CIDR range"]),
+        (["-a", "urls=http://127.0.0.1:9/"], {"RETRY_MAX_RETRIES": "-1"}, ["RETRY_MAX_RETRIES", "at least 0"]),
     ],
 )
 def test_bad_configuration_is_one_clear_line(

@@ -18,7 +18,12 @@ from scrapy.spiderloader import get_spider_loader
 
 from crawler.exceptions import ConfigurationError
 from crawler.frontier.config import FrontierConfig
+from crawler.identity import check_identity
+from crawler.netguard import AddressPolicy
+from crawler.politeness.backoff import BackoffPolicy
 from crawler.redisconn.config import RedisConfig
+from crawler.robots.policy import RobotsConfig
+from crawler.urls import host_of
 
 if TYPE_CHECKING:
     import argparse
@@ -29,8 +34,13 @@ if TYPE_CHECKING:
 def preflight(settings: BaseSettings, spider_cls: type, spider_name: str, spider_args: dict[str, str]) -> None:
     """Raise :class:`ConfigurationError` for anything that would stop the crawl at start."""
     validate = getattr(spider_cls, "validate_arguments", None)
+    seeds: list[str] = []
     if callable(validate):
-        validate(**spider_args)
+        seeds = list(validate(**spider_args) or [])
+    check_identity(settings, [host_of(url) for url in seeds])
+    AddressPolicy.from_settings(settings)
+    RobotsConfig.from_settings(settings)
+    BackoffPolicy.from_settings(settings)
     if settings.get("SCHEDULER") != "crawler.frontier.scheduler.FrontierScheduler":
         return
     crawl_id = str(settings.get("FRONTIER_CRAWL_ID") or spider_name)

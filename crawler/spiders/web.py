@@ -48,11 +48,12 @@ class WebSpider(Spider):
         self.seed_urls = load_seeds(seeds, urls)
         self.link_extractor = LinkExtractor()
         self._emitted = BoundedSet(0)
+        self.max_redirects = 5
 
     @classmethod
-    def validate_arguments(cls, **kwargs: Any) -> None:
-        """Check spider arguments before the crawl starts (used by the ``crawl`` command)."""
-        load_seeds(kwargs.get("seeds"), kwargs.get("urls"))
+    def validate_arguments(cls, **kwargs: Any) -> list[str]:
+        """Check spider arguments before the crawl starts; returns the seeds (``crawl`` command)."""
+        return load_seeds(kwargs.get("seeds"), kwargs.get("urls"))
 
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> WebSpider:
@@ -61,6 +62,7 @@ class WebSpider(Spider):
         # a site repeat (navigation), and skipping them here avoids building a
         # Request for each. The frontier's seen set stays the authority.
         spider._emitted = BoundedSet(get_int(crawler.settings, "WEB_LINK_CACHE_SIZE", 200_000, minimum=0))
+        spider.max_redirects = get_int(crawler.settings, "REDIRECT_MAX_TIMES", 5, minimum=0)
         return spider
 
     async def start(self) -> AsyncIterator[Any]:
@@ -92,8 +94,14 @@ class WebSpider(Spider):
             if location:
                 target = urljoin(response.url, location.decode("latin-1").strip())
                 item.redirect_to = target
-                # A redirect is not a step deeper: the target keeps the depth.
-                yield from self._follow([target], depth)
+                hops = response.meta.get("redirect_times", 0) + 1
+                if hops > self.max_redirects:
+                    self.crawler.stats.inc_value("fetch/redirect_limit")
+                    logger.info("Not following %s: more than REDIRECT_MAX_TIMES (%d) redirects",
+                                target, self.max_redirects)
+                else:
+                    # A redirect is not a step deeper: the target keeps the depth.
+                    yield Request(target, callback=self.parse, meta={"depth": depth, "redirect_times": hops})
         elif content_type.split(b";", 1)[0].strip().lower() in _HTML_TYPES and response.body:
             item.outlinks = self.link_extractor.extract(response.body, response.url)
             yield from self._follow(item.outlinks, depth + 1)

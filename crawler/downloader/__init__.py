@@ -1,0 +1,1 @@
+"""The crawler's download handler and DNS cache."""

@@ -1,0 +1,93 @@
+"""A bounded DNS cache with a TTL and negative caching, guarding addresses.
+
+Used as the aiohttp connector's resolver. Every lookup result is kept for
+``DNS_CACHE_TTL`` seconds (``getaddrinfo`` gives no record TTLs), failures for
+``DNS_NEGATIVE_TTL`` seconds, at most ``DNS_CACHE_SIZE`` names (least
+recently used evicted). Addresses refused by the :class:`AddressPolicy` are
+removed from the answer; a name left with none raises
+:class:`BlockedAddressError`. Counted in ``dns/lookups``, ``dns/cache_hits``,
+``dns/negative_hits``, ``dns/failures`` and ``fetch/blocked_address``.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from aiohttp.abc import AbstractResolver, ResolveResult
+
+from crawler.netguard import AddressPolicy, BlockedAddressError, parse_ip
+
+if TYPE_CHECKING:
+    from scrapy.statscollectors import StatsCollector
+
+Lookup = Callable[[str, int, socket.AddressFamily], Awaitable[list[ResolveResult]]]
+
+
+@dataclass(frozen=True)
+class DnsCacheConfig:
+    ttl: float = 300.0
+    negative_ttl: float = 30.0
+    max_size: int = 10_000
+
+
+class CachingGuardedResolver(AbstractResolver):
+    def __init__(
+        self, config: DnsCacheConfig, policy: AddressPolicy, stats: StatsCollector, lookup: Lookup | None = None
+    ) -> None:
+        self.config = config
+        self.policy = policy
+        self.stats = stats
+        self._lookup = lookup
+        self._cache: OrderedDict[tuple[str, int, int], tuple[float, list[ResolveResult] | OSError]] = OrderedDict()
+
+    async def _default_lookup(self, host: str, port: int, family: socket.AddressFamily) -> list[ResolveResult]:
+        from aiohttp.resolver import ThreadedResolver
+
+        return await ThreadedResolver().resolve(host, port, family)
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        key = (host, port, int(family))
+        now = time.monotonic()
+        cached = self._cache.get(key)
+        if cached is not None and cached[0] > now:
+            self._cache.move_to_end(key)
+            answer = cached[1]
+            if isinstance(answer, OSError):
+                self.stats.inc_value("dns/negative_hits")
+                raise answer
+            self.stats.inc_value("dns/cache_hits")
+        else:
+            self.stats.inc_value("dns/lookups")
+            lookup = self._lookup or self._default_lookup
+            try:
+                answer = await lookup(host, port, family)
+            except OSError as exc:
+                self.stats.inc_value("dns/failures")
+                self._store(key, now + self.config.negative_ttl, exc)
+                raise
+            self._store(key, now + self.config.ttl, answer)
+        allowed = [entry for entry in answer if self._allowed(entry["host"])]
+        if not allowed:
+            self.stats.inc_value("fetch/blocked_address")
+            raise BlockedAddressError(f"{host} resolves only to refused addresses: {[e['host'] for e in answer]}")
+        return allowed
+
+    def _allowed(self, address: str) -> bool:
+        parsed = parse_ip(address)
+        return parsed is not None and self.policy.allowed(parsed)
+
+    def _store(self, key: tuple[str, int, int], expires: float, answer: list[ResolveResult] | OSError) -> None:
+        self._cache[key] = (expires, answer)
+        self._cache.move_to_end(key)
+        while len(self._cache) > self.config.max_size:
+            self._cache.popitem(last=False)
+
+    async def close(self) -> None:
+        self._cache.clear()

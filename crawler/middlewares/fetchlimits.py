@@ -1,0 +1,103 @@
+"""Bounded cost per fetch: content types, sizes, decompression bombs.
+
+* **Content type** (``FETCH_ALLOWED_CONTENT_TYPES``, default HTML and XHTML):
+  when the headers of a response arrive with a ``Content-Type`` outside the
+  list, the download stops there (Scrapy's ``StopDownload``): the response
+  reaches the spider with the headers and the few bytes already read, flagged
+  ``download_stopped``, and is recorded without being parsed. A ``.html`` URL
+  serving gigabytes of ``application/octet-stream`` costs one read. A missing
+  Content-Type is allowed (the page is sniffed by the parser). robots.txt
+  fetches are always allowed. Counted in ``fetch/content_type_skipped``.
+* **Size**: Scrapy's ``DOWNLOAD_MAXSIZE`` aborts a body while it streams (and
+  a declared ``Content-Length`` over it before reading); counted in
+  ``fetch/size_exceeded`` by the retry middleware, never retried.
+  ``DOWNLOAD_WARNSIZE``: counted in ``fetch/size_warning``.
+* **Decompression**: a gzip/deflate/br/zstd body is decompressed at most to
+  ``DOWNLOAD_MAXSIZE``; a bomb is dropped and counted in
+  ``fetch/decompression_bomb`` (:class:`BoundedHttpCompressionMiddleware`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddleware
+from scrapy.exceptions import IgnoreRequest, StopDownload
+
+from crawler.middlewares.robots import ROBOTS_META
+from crawler.settings_parsing import get_int
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Headers, Response
+    from scrapy.statscollectors import StatsCollector
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CONTENT_TYPES = ("text/html", "application/xhtml+xml")
+
+
+def media_type(content_type: bytes | None) -> str:
+    """``text/html`` from ``Text/HTML; charset=utf-8``; empty if absent."""
+    if not content_type:
+        return ""
+    return content_type.split(b";", 1)[0].strip().lower().decode("latin-1")
+
+
+class FetchLimitsMiddleware:
+    def __init__(self, allowed_types: frozenset[str], warn_size: int, stats: StatsCollector) -> None:
+        self.allowed_types = allowed_types
+        self.warn_size = warn_size
+        self.stats = stats
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        settings = crawler.settings
+        types = settings.getlist("FETCH_ALLOWED_CONTENT_TYPES", list(DEFAULT_CONTENT_TYPES))
+        assert crawler.stats is not None
+        middleware = cls(
+            frozenset(t.strip().lower() for t in types if t.strip()),
+            get_int(settings, "DOWNLOAD_WARNSIZE", 0, minimum=0),
+            crawler.stats,
+        )
+        crawler.signals.connect(middleware._headers_received, signal=signals.headers_received)
+        return middleware
+
+    def _headers_received(self, headers: Headers, body_length: int, request: Request, spider: Any = None) -> None:
+        if ROBOTS_META in request.meta:
+            return
+        kind = media_type(headers.get(b"Content-Type"))
+        if kind and kind not in self.allowed_types:
+            self.stats.inc_value("fetch/content_type_skipped")
+            logger.debug("Not downloading %s body of %s", kind, request.url)
+            raise StopDownload(fail=False)
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        if self.warn_size and len(response.body) >= self.warn_size:
+            self.stats.inc_value("fetch/size_warning")
+        return response
+
+
+class BoundedHttpCompressionMiddleware(HttpCompressionMiddleware):
+    """Scrapy's decompression, which stops at ``DOWNLOAD_MAXSIZE``, plus a counter."""
+
+    stats: StatsCollector
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        middleware = super().from_crawler(crawler)
+        assert crawler.stats is not None
+        middleware.stats = crawler.stats
+        return middleware
+
+    def process_response(self, request: Request, response: Response, spider: Any = None) -> Request | Response:
+        try:
+            return super().process_response(request, response)
+        except IgnoreRequest:
+            self.stats.inc_value("fetch/decompression_bomb")
+            raise

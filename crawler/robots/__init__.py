@@ -1,0 +1,10 @@
+"""robots.txt by RFC 9309: pure policy (``policy``), the shared cache (``store``).
+
+The downloader middleware that fetches and enforces it is
+:mod:`crawler.middlewares.robots`.
+"""
+
+from crawler.robots.policy import RobotsConfig, RobotsRecord, RobotsRules, RobotsState
+from crawler.robots.store import RobotsStore
+
+__all__ = ["RobotsConfig", "RobotsRecord", "RobotsRules", "RobotsState", "RobotsStore"]

@@ -1,0 +1,208 @@
+"""robots.txt policy (RFC 9309): what a fetch result means, and the rules. No I/O.
+
+Status semantics (RFC 9309 section 2.3.1), which differ from Scrapy's own
+middleware (it treats every failure as "allow all"):
+
+============================  ======================================================
+fetch result                  decision
+============================  ======================================================
+2xx                           parse the first ``ROBOTS_MAX_BYTES`` (500 KiB)
+3xx                           follow up to 5 redirects (any host); more: as 4xx
+4xx, including 401 and 403    *unavailable*: allow everything. 401/403 are treated
+                              like any 4xx, as RFC 9309 and Google do: a server that
+                              protects its robots.txt has not published rules
+5xx, timeout, network error   *unreachable*: disallow everything for the host, and
+                              fetch robots.txt again after a backoff
+                              (``ROBOTS_RETRY_DELAY`` doubling up to
+                              ``ROBOTS_RETRY_MAX_DELAY``); after
+                              ``ROBOTS_MAX_FAILURES`` consecutive failures the host's
+                              URLs go to the dead-letter queue
+============================  ======================================================
+
+Rules are matched by protego for the group of ``ROBOTS_USER_AGENT_TOKEN`` (or
+``*``): longest match wins, ``Allow`` wins ties, ``*`` and ``$`` patterns.
+``/robots.txt`` itself is always allowed. ``Crawl-delay`` (not in RFC 9309, but
+honoured) becomes the host's minimum delay, capped at ``ROBOTS_MAX_CRAWL_DELAY``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import IntEnum
+from typing import Any
+from urllib.parse import urlsplit
+
+import msgpack
+from protego import Protego
+from scrapy.settings import BaseSettings
+
+from crawler.settings_parsing import get_bool, get_float, get_int
+
+RECORD_VERSION = 1
+ROBOTS_PATH = "/robots.txt"
+MAX_REDIRECTS = 5
+
+
+class RobotsState(IntEnum):
+    #: 2xx: the rules in ``body`` apply.
+    RULES = 0
+    #: 4xx (or too many redirects): everything is allowed.
+    ALLOW_ALL = 1
+    #: 5xx or a network error: nothing is allowed until ``expires_at``.
+    UNREACHABLE = 2
+
+
+@dataclass(frozen=True)
+class RobotsConfig:
+    enabled: bool
+    user_agent_token: str
+    cache_ttl: float
+    max_crawl_delay: float
+    max_bytes: int
+    retry_delay: float
+    retry_max_delay: float
+    max_failures: int
+    local_cache_size: int
+    max_sitemaps: int
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> RobotsConfig:
+        token = str(settings.get("ROBOTS_USER_AGENT_TOKEN") or settings.get("BOT_NAME") or "crawler")
+        return cls(
+            enabled=get_bool(settings, "ROBOTS_ENABLED", True),
+            user_agent_token=token,
+            cache_ttl=get_float(settings, "ROBOTS_CACHE_TTL", 86400.0, minimum=1.0),
+            max_crawl_delay=get_float(settings, "ROBOTS_MAX_CRAWL_DELAY", 60.0, minimum=0.0),
+            max_bytes=get_int(settings, "ROBOTS_MAX_BYTES", 500 * 1024, minimum=1024),
+            retry_delay=get_float(settings, "ROBOTS_RETRY_DELAY", 60.0, minimum=0.0),
+            retry_max_delay=get_float(settings, "ROBOTS_RETRY_MAX_DELAY", 86400.0, minimum=0.0),
+            max_failures=get_int(settings, "ROBOTS_MAX_FAILURES", 5, minimum=1),
+            local_cache_size=get_int(settings, "ROBOTS_LOCAL_CACHE_SIZE", 10_000, minimum=1),
+            max_sitemaps=get_int(settings, "ROBOTS_MAX_SITEMAPS", 50, minimum=0),
+        )
+
+    def retry_after(self, failures: int) -> float:
+        """Seconds before robots.txt is fetched again after ``failures`` (>= 1) in a row."""
+        return float(min(self.retry_max_delay, self.retry_delay * 2 ** (max(failures, 1) - 1)))
+
+
+@dataclass(frozen=True)
+class RobotsRecord:
+    """The robots.txt decision for one origin, as shared by every worker."""
+
+    state: RobotsState
+    fetched_at: float
+    expires_at: float
+    status: int = 0
+    body: bytes = b""
+    failures: int = 0
+    error: str = ""
+    truncated: bool = False
+
+    def expired(self, now: float) -> bool:
+        return now >= self.expires_at
+
+    def encode(self) -> bytes:
+        blob: bytes = msgpack.packb(
+            [RECORD_VERSION, int(self.state), self.fetched_at, self.expires_at, self.status, self.body,
+             self.failures, self.error, self.truncated],
+            use_bin_type=True,
+        )
+        return blob
+
+    @classmethod
+    def decode(cls, blob: bytes) -> RobotsRecord | None:
+        """The record, or None for bytes this version cannot read (it is then fetched again)."""
+        try:
+            fields = msgpack.unpackb(blob, raw=False)
+        except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError):
+            return None
+        if not isinstance(fields, list) or len(fields) != 9 or fields[0] != RECORD_VERSION:
+            return None
+        _, state, fetched_at, expires_at, status, body, failures, error, truncated = fields
+        return cls(RobotsState(state), fetched_at, expires_at, status, body, failures, error, truncated)
+
+
+def record_for_response(
+    config: RobotsConfig, status: int, body: bytes, now: float, previous: RobotsRecord | None
+) -> RobotsRecord:
+    """The decision for a final (non-redirect) HTTP answer to robots.txt."""
+    if 200 <= status < 300:
+        truncated = len(body) > config.max_bytes
+        return RobotsRecord(RobotsState.RULES, now, now + config.cache_ttl, status, body[: config.max_bytes],
+                            truncated=truncated)
+    if 300 <= status < 500:  # 4xx, or a 3xx we could not follow: unavailable
+        return RobotsRecord(RobotsState.ALLOW_ALL, now, now + config.cache_ttl, status)
+    return record_for_failure(config, f"HTTP {status}", now, previous, status)
+
+
+def record_for_failure(
+    config: RobotsConfig, error: str, now: float, previous: RobotsRecord | None, status: int = 0
+) -> RobotsRecord:
+    """The decision when robots.txt is unreachable (5xx, timeout, network error)."""
+    failures = previous.failures + 1 if previous is not None and previous.state is RobotsState.UNREACHABLE else 1
+    return RobotsRecord(RobotsState.UNREACHABLE, now, now + config.retry_after(failures), status, failures=failures,
+                        error=error)
+
+
+def record_for_too_many_redirects(config: RobotsConfig, now: float, status: int) -> RobotsRecord:
+    return replace(record_for_response(config, 404, b"", now, None), status=status)
+
+
+def robots_url(url: str) -> str:
+    """The robots.txt URL of a URL's origin (scheme, host and port)."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}{ROBOTS_PATH}"
+
+
+def origin_of(url: str) -> str:
+    """``scheme://netloc`` of an absolute URL, without parsing the rest."""
+    start = url.find("://")
+    if start < 0:
+        return url
+    end = url.find("/", start + 3)
+    query = url.find("?", start + 3)
+    if query >= 0 and (end < 0 or query < end):
+        end = query
+    return url if end < 0 else url[:end]
+
+
+@dataclass
+class RobotsRules:
+    """A record made usable: is a URL allowed, what delay, which sitemaps."""
+
+    record: RobotsRecord
+    user_agent_token: str
+    _parser: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.record.state is RobotsState.RULES:
+            self._parser = Protego.parse(self.record.body.decode("utf-8", "replace"))
+
+    def allowed(self, url: str) -> bool:
+        state = self.record.state
+        if state is RobotsState.ALLOW_ALL:
+            return True
+        path_start = url.find("/", url.find("://") + 3)
+        if path_start >= 0 and url.startswith(ROBOTS_PATH, path_start) and len(url) == path_start + len(ROBOTS_PATH):
+            return True
+        if state is RobotsState.UNREACHABLE:
+            return False
+        return bool(self._parser.can_fetch(url, self.user_agent_token))
+
+    def crawl_delay(self, cap: float) -> tuple[float | None, bool]:
+        """(delay in seconds or None, whether it was capped)."""
+        if self._parser is None:
+            return None, False
+        delay = self._parser.crawl_delay(self.user_agent_token)
+        if delay is None:
+            return None, False
+        delay = float(delay)
+        if delay > cap:
+            return cap, True
+        return max(delay, 0.0), False
+
+    def sitemaps(self, limit: int) -> list[str]:
+        if self._parser is None:
+            return []
+        return list(self._parser.sitemaps)[:limit]

@@ -1,0 +1,85 @@
+"""The robots.txt cache shared by every worker, with a bounded local cache in front.
+
+One Redis key per origin (``robots:<scheme://host:port>`` in the host's frontier
+shard) holds the encoded :class:`RobotsRecord`, with a TTL that outlives the
+record's own expiry (so consecutive failures are still counted). Storing a
+record also sets the host's politeness floor from ``Crawl-delay`` in the
+frontier (``hostdelay``) and records ``Sitemap:`` lines (``sitemaps:<host>``).
+
+The local cache keeps at most ``ROBOTS_LOCAL_CACHE_SIZE`` parsed records
+(least recently used evicted first); an entry is valid until its record
+expires (``ROBOTS_CACHE_TTL`` after the fetch, or the retry time of an
+unreachable robots.txt).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import TYPE_CHECKING
+
+from crawler.robots.policy import RobotsConfig, RobotsRecord, RobotsRules
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+    from crawler.frontier.keys import FrontierKeys
+
+
+class RobotsStore:
+    def __init__(self, client: Redis, keys: FrontierKeys, config: RobotsConfig) -> None:
+        self.client = client
+        self.keys = keys
+        self.config = config
+        self._local: OrderedDict[str, RobotsRules] = OrderedDict()
+
+    def record_key(self, origin: str) -> str:
+        return self.keys.key(f"robots:{origin}")
+
+    def sitemaps_key(self, host: str) -> str:
+        return self.keys.key(f"sitemaps:{host}")
+
+    def local(self, origin: str, now: float) -> RobotsRules | None:
+        rules = self._local.get(origin)
+        if rules is None:
+            return None
+        if rules.record.expired(now):
+            del self._local[origin]
+            return None
+        self._local.move_to_end(origin)
+        return rules
+
+    def _remember(self, origin: str, record: RobotsRecord) -> RobotsRules:
+        rules = RobotsRules(record, self.config.user_agent_token)
+        self._local[origin] = rules
+        self._local.move_to_end(origin)
+        while len(self._local) > self.config.local_cache_size:
+            self._local.popitem(last=False)
+        return rules
+
+    async def get(self, origin: str) -> RobotsRecord | None:
+        """The shared record of an origin, expired or not (None if absent or unreadable)."""
+        blob = await self.client.get(self.record_key(origin))
+        if not isinstance(blob, bytes):
+            return None
+        return RobotsRecord.decode(blob)
+
+    def use(self, origin: str, record: RobotsRecord) -> RobotsRules:
+        """Parse a record from Redis into the local cache."""
+        return self._remember(origin, record)
+
+    async def put(self, origin: str, host: str, record: RobotsRecord, now: float) -> tuple[RobotsRules, bool]:
+        """Share a new record, apply its Crawl-delay and Sitemaps; returns (rules, delay was capped)."""
+        rules = self._remember(origin, record)
+        keep_for = max(record.expires_at - now, 0.0) + self.config.cache_ttl
+        pipe = self.client.pipeline(transaction=False)
+        pipe.set(self.record_key(origin), record.encode(), px=int(keep_for * 1000))
+        delay, capped = rules.crawl_delay(self.config.max_crawl_delay)
+        if delay is not None:
+            pipe.hset(self.keys.host_delay, host, int(delay * 1000))
+        elif record.state is not record.state.UNREACHABLE:
+            pipe.hdel(self.keys.host_delay, host)
+        sitemaps = rules.sitemaps(self.config.max_sitemaps)
+        if sitemaps:
+            pipe.sadd(self.sitemaps_key(host), *sitemaps)
+        await pipe.execute()
+        return rules, capped
