@@ -17,7 +17,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from crawler.exceptions import ConfigurationError
 from crawler.frontier.outcome import HostSignal, Rescheduled, reschedule
-from crawler.netguard import is_loopback_host
+from crawler.netguard import AddressPolicy, is_loopback_host, parse_ip
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -53,20 +53,24 @@ def check_identity(settings: BaseSettings, hosts: Iterable[str]) -> None:
 class IdentityGuardMiddleware:
     """Stops the crawl at its first non-loopback request if USER_AGENT is a placeholder."""
 
-    def __init__(self, crawler: Crawler) -> None:
+    def __init__(self, crawler: Crawler, addresses: AddressPolicy) -> None:
         self.crawler = crawler
+        self.addresses = addresses
         self.closing = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         if not is_placeholder(crawler.settings.get("USER_AGENT")):
             raise NotConfigured
-        return cls(crawler)
+        return cls(crawler, AddressPolicy.from_settings(crawler.settings))
 
     def process_request(self, request: Request) -> None:
         host = urlparse_cached(request).hostname or ""
         if is_loopback_host(host):
             return
+        address = parse_ip(host)
+        if address is not None and not self.addresses.allowed(address):
+            return  # never contacted: the download handler refuses it
         if not self.closing:
             self.closing = True
             logger.error("Refusing to crawl %s: %s", host, placeholder_error())

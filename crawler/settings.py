@@ -91,14 +91,18 @@ HOST_PARK_MAX_DELAY = 6 * 3600
 # Broad crawls do not keep sessions.
 COOKIES_ENABLED = False
 # Redirects are recorded and followed as new URLs by the spider, through the
-# frontier (politeness, seen set), not re-fetched at once by the middleware.
+# frontier (robots.txt, politeness, seen set), not re-fetched at once by the
+# middleware; REDIRECT_MAX_TIMES still bounds a chain.
 REDIRECT_ENABLED = False
 METAREFRESH_ENABLED = False
-# Retries go through the frontier (with backoff), not straight back to the
-# downloader.
+REDIRECT_MAX_TIMES = 5
+# Scrapy's retry and robots.txt middlewares are replaced by the crawler's own
+# (retries through the frontier with backoff; RFC 9309 robots.txt).
 RETRY_ENABLED = False
-# robots.txt is handled by the crawler's own middleware (RFC 9309).
 ROBOTSTXT_OBEY = False
+# A truncated body (Content-Length not reached, connection cut) is an error,
+# retried, never parsed as if complete.
+DOWNLOAD_FAIL_ON_DATALOSS = True
 # Every middleware costs time on every page; these do nothing a broad crawl
 # needs (scope rules are the crawler's own; no proxies or HTTP auth by
 # default: re-enable HttpProxyMiddleware here to crawl through a proxy).

@@ -152,3 +152,18 @@ class RequestCodec:
         if not callable(method):
             raise CodecError(f"stored request names {what} {name!r}, which spider {self.spider.name!r} lacks")
         return method  # type: ignore[no-any-return]
+
+
+def without_meta(blob: bytes, keys: tuple[str, ...]) -> bytes:
+    """A stored request with some meta keys removed (no spider needed)."""
+    try:
+        fields = msgpack.unpackb(blob, raw=False, strict_map_key=True)
+    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+        raise CodecError(f"corrupt stored request: {exc}") from None
+    if not isinstance(fields, list) or len(fields) != 11 or fields[0] != CODEC_VERSION:
+        raise CodecError("stored request of an unknown format")
+    meta = fields[8]
+    if isinstance(meta, dict) and any(key in meta for key in keys):
+        fields[8] = {k: v for k, v in meta.items() if k not in keys} or None
+    packed: bytes = msgpack.packb(fields, use_bin_type=True)
+    return packed

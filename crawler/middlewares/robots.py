@@ -35,6 +35,7 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured, StopDownload
 
 from crawler.frontier.keys import FrontierKeys
 from crawler.frontier.outcome import HostSignal, Rescheduled, dead_letter, handout_of, reschedule
+from crawler.netguard import BlockedAddressError
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
 from crawler.robots.policy import (
     MAX_REDIRECTS,
@@ -62,10 +63,6 @@ logger = logging.getLogger(__name__)
 
 #: ``Request.meta`` key marking the robots.txt fetches this middleware makes.
 ROBOTS_META = "robots_txt_fetch"
-
-
-class BlockedByPolicy(IgnoreRequest):
-    """The request's target is refused by a safety policy (e.g. a private address)."""
 
 
 class RobotsTxtMiddleware:
@@ -169,8 +166,8 @@ class RobotsTxtMiddleware:
             self.stats.inc_value("robots/fetched")
             try:
                 response: Response = await engine.download_async(fetch)
-            except BlockedByPolicy:
-                raise
+            except BlockedAddressError:
+                raise  # the page's own host is refused: the page is dropped with it
             except IgnoreRequest as exc:
                 self.stats.inc_value("robots/unreachable")
                 return record_for_failure(self.config, type(exc).__name__, time.time(), previous)

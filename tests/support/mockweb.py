@@ -74,6 +74,8 @@ class WebSpec:
     filler_words: int = 300
     seed: int = 1
     extras: bool = False
+    #: A JSON file of per-host misbehaviour (see :class:`Scenario`), or "".
+    scenario: str = ""
     _size_cache: tuple[int, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -183,6 +185,55 @@ def render_page(spec: WebSpec, host: int, page: int, port: int) -> bytes:
     return "".join(parts).encode()
 
 
+@dataclass
+class Reply:
+    status: int
+    content_type: str
+    body: bytes
+    headers: str = ""
+    #: normal | drip (1 byte per 0.5 s, forever) | stream (endless 64 KiB chunks)
+    #: | truncate (half the declared body, then close)
+    mode: str = "normal"
+    #: Seconds to wait before answering.
+    delay: float = 0.0
+
+
+SPECIAL_PATHS = (
+    "/throttle-seconds", "/throttle-date", "/flaky", "/slow", "/huge.html", "/bomb", "/truncated",
+    "/loop-a", "/chain-7", "/private-links", "/server-error",
+)
+
+
+class Scenario:
+    """Per-host misbehaviour, from JSON::
+
+        {"robots": {"<host>": {"status": 500, "fail_times": 1, "delay": 5,
+                               "redirects": 3, "body": "...", "pad": 600000,
+                               "after_pad": "Disallow: /"}},
+         "specials": {"<host>": ["/throttle-seconds", ...]}}
+
+    robots: ``status`` answered ``fail_times`` times (forever if absent), then
+    404 or ``body`` (200); ``delay`` before answering; ``redirects`` hops
+    before the answer; ``pad`` bytes of comments then ``after_pad`` rules.
+    specials: paths linked from the host's root page, with the behaviour
+    ``respond_special`` gives them.
+    """
+
+    def __init__(self, path: str) -> None:
+        import json
+
+        data = json.loads(open(path).read()) if path else {}
+        self.robots: dict[int, dict[str, object]] = {int(k): v for k, v in data.get("robots", {}).items()}
+        self.specials: dict[int, list[str]] = {int(k): v for k, v in data.get("specials", {}).items()}
+        self.counts: dict[tuple[int, str], int] = {}
+
+    def seen(self, host: int, path: str) -> int:
+        """How many times (host, path) was requested before this request."""
+        count = self.counts.get((host, path), 0)
+        self.counts[(host, path)] = count + 1
+        return count
+
+
 class MockWebProtocol(asyncio.Protocol):
     """One HTTP/1.1 connection: keep-alive, requests answered in order."""
 
@@ -193,6 +244,8 @@ class MockWebProtocol(asyncio.Protocol):
         self.host = -1
         self.queue: asyncio.Queue[tuple[str, str, float] | None] = asyncio.Queue()
         self.task: asyncio.Task[None] | None = None
+        #: When the client closed the connection (a request it abandoned ends there).
+        self.closed_at = float("inf")
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -202,6 +255,7 @@ class MockWebProtocol(asyncio.Protocol):
         self.task = asyncio.ensure_future(self.serve())
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.closed_at = time.time()
         self.queue.put_nowait(None)
 
     def data_received(self, data: bytes) -> None:
@@ -227,17 +281,41 @@ class MockWebProtocol(asyncio.Protocol):
             if entry is None or self.transport is None or self.transport.is_closing():
                 return
             method, target, start = entry
-            status, ctype, body, extra = self.server.respond(self.host, method, target)
-            delay = self.server.spec.latency(self.host) if self.host >= 0 else 0.0
+            reply = self.server.respond(self.host, method, target)
+            delay = (self.server.spec.latency(self.host) if self.host >= 0 else 0.0) + reply.delay
             if delay:
                 await asyncio.sleep(delay)
-            reason = {200: "OK", 301: "Moved Permanently", 404: "Not Found"}.get(status, "OK")
+            if self.transport.is_closing():
+                self.server.log(self.host, method, target, start, min(time.time(), self.closed_at), 0)
+                return
+            reason = {200: "OK", 301: "Moved Permanently", 404: "Not Found", 429: "Too Many Requests",
+                      503: "Service Unavailable"}.get(reply.status, "OK")
+            length = "" if reply.mode in ("drip", "stream") else f"Content-Length: {len(reply.body)}\r\n"
             head = (
-                f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\n"
-                f"Content-Length: {len(body)}\r\n{extra}Connection: keep-alive\r\n\r\n"
+                f"HTTP/1.1 {reply.status} {reason}\r\nContent-Type: {reply.content_type}\r\n"
+                f"{length}{reply.headers}Connection: keep-alive\r\n\r\n"
             ).encode()
-            self.transport.write(head + (b"" if method == "HEAD" else body))
-            self.server.log(self.host, method, target, start, time.time(), status)
+            if reply.mode == "normal":
+                self.transport.write(head + (b"" if method == "HEAD" else reply.body))
+            else:
+                self.transport.write(head)
+                await self.misbehave(reply)
+            self.server.log(self.host, method, target, start, min(time.time(), self.closed_at), reply.status)
+            if reply.mode != "normal":
+                return
+
+    async def misbehave(self, reply: Reply) -> None:
+        assert self.transport is not None
+        if reply.mode == "truncate":
+            self.transport.write(reply.body[: len(reply.body) // 2])
+            await asyncio.sleep(0.05)
+        elif reply.mode in ("drip", "stream"):
+            chunk, pause = (b"x", 0.5) if reply.mode == "drip" else (b"\0" * 65536, 0.001)
+            deadline = time.time() + 60
+            while not self.transport.is_closing() and time.time() < deadline:
+                self.transport.write(chunk)
+                await asyncio.sleep(pause)
+        self.transport.close()
 
 
 class MockWebServer:
@@ -247,31 +325,106 @@ class MockWebServer:
         # Rendered pages, so the server spends its CPU on serving (bounded).
         self.cache: dict[tuple[int, int], bytes] = {}
         self.log_file = open(log_path, "a", buffering=1) if log_path else None
+        self.scenario = Scenario(spec.scenario)
 
     def log(self, host: int, method: str, path: str, start: float, end: float, status: int) -> None:
         if self.log_file is not None:
             name = host_ip(host) if host >= 0 else "?"
             self.log_file.write(f"{name}\t{method}\t{path}\t{start:.6f}\t{end:.6f}\t{status}\n")
 
-    def respond(self, host: int, method: str, target: str) -> tuple[int, str, bytes, str]:
+    def respond(self, host: int, method: str, target: str) -> Reply:
         path = target.split("#", 1)[0]
         if path.startswith("http://"):
             path = "/" + path.split("/", 3)[-1]
         if host < 0 or host >= self.spec.hosts:
-            return 404, "text/plain", b"no such host", ""
+            return Reply(404, "text/plain", b"no such host")
+        if path == "/robots.txt" or path.startswith("/robots-hop-"):
+            return self.respond_robots(host, path)
+        if path in self.scenario.specials.get(host, ()) or path.startswith(("/loop-", "/chain-")):
+            return self.respond_special(host, path)
         page = parse_page_path(path)
         if 0 <= page < self.spec.pages(host):
             body = self.cache.get((host, page))
             if body is None:
                 body = render_page(self.spec, host, page, self.port)
+                if page == 0 and host in self.scenario.specials:
+                    links = "".join(f'<a href="{p}">{p}</a>' for p in self.scenario.specials[host])
+                    body = body.replace(b"</ul>", links.encode() + b"</ul>")
                 if len(self.cache) < 100_000:
                     self.cache[(host, page)] = body
-            return 200, "text/html; charset=utf-8", body, ""
+            return Reply(200, "text/html; charset=utf-8", body)
         if self.spec.extras and path == "/data.bin":
-            return 200, "application/octet-stream", bytes(range(256)) * 4, ""
+            return Reply(200, "application/octet-stream", bytes(range(256)) * 4)
         if self.spec.extras and path == "/moved":
-            return 301, "text/html", b"<html>moved</html>", f"Location: http://{host_ip(host)}:{self.port}/p/1\r\n"
-        return 404, "text/html", b"<html><body>not found</body></html>", ""
+            return Reply(301, "text/html", b"<html>moved</html>", f"Location: http://{host_ip(host)}:{self.port}/p/1\r\n")
+        return Reply(404, "text/html", b"<html><body>not found</body></html>")
+
+    def respond_robots(self, host: int, path: str) -> Reply:
+        rules = self.scenario.robots.get(host)
+        if rules is None:
+            return Reply(404, "text/plain", b"no robots.txt here")
+        redirects = int(rules.get("redirects", 0))  # type: ignore[call-overload]
+        hop = int(path.rsplit("-", 1)[1].split(".")[0]) if path.startswith("/robots-hop-") else 0
+        if hop < redirects:
+            return Reply(301, "text/plain", b"", f"Location: /robots-hop-{hop + 1}.txt\r\n")
+        count = self.scenario.seen(host, "/robots.txt")
+        delay = float(rules.get("delay", 0))  # type: ignore[arg-type]
+        status = int(rules.get("status", 200))  # type: ignore[call-overload]
+        fail_times = rules.get("fail_times")
+        if status != 200 and (fail_times is None or count < int(fail_times)):  # type: ignore[call-overload]
+            return Reply(status, "text/plain", b"robots.txt failure", delay=delay)
+        if "body" not in rules:
+            return Reply(404, "text/plain", b"no robots.txt here", delay=delay)
+        body = str(rules["body"]).encode()
+        if "pad" in rules:
+            line = b"# " + b"p" * 97 + b"\n"
+            body += line * (int(rules["pad"]) // len(line) + 1)  # type: ignore[call-overload]
+            body += str(rules.get("after_pad", "")).encode()
+        return Reply(200, "text/plain", body, delay=delay)
+
+    def respond_special(self, host: int, path: str) -> Reply:
+        count = self.scenario.seen(host, path)
+        html = b"<html><body><p>special page</p></body></html>"
+        if path == "/throttle-seconds" and count == 0:
+            return Reply(429, "text/html", b"slow down", "Retry-After: 2\r\n")
+        if path == "/throttle-date" and count == 0:
+            from email.utils import formatdate
+
+            return Reply(429, "text/html", b"slow down", f"Retry-After: {formatdate(time.time() + 3, usegmt=True)}\r\n")
+        if path == "/flaky" and count < 2:
+            return Reply(503, "text/html", b"try later")
+        if path == "/server-error":
+            return Reply(500, "text/html", b"broken")
+        if path == "/slow":
+            return Reply(200, "text/html", b"", mode="drip")
+        if path == "/huge.html":
+            return Reply(200, "application/octet-stream", b"", mode="stream")
+        if path == "/bomb":
+            import gzip
+
+            bomb = self.cache.get((-1, -1))
+            if bomb is None:
+                bomb = gzip.compress(b"\0" * (20 * 1024 * 1024), compresslevel=9)
+                self.cache[(-1, -1)] = bomb
+            return Reply(200, "text/html", bomb, "Content-Encoding: gzip\r\n")
+        if path == "/truncated":
+            return Reply(200, "text/html", html * 40, mode="truncate")
+        if path.startswith("/loop-"):
+            other = "/loop-b" if path == "/loop-a" else "/loop-a"
+            return Reply(301, "text/html", b"", f"Location: {other}\r\n")
+        if path.startswith("/chain-"):
+            left = int(path.rsplit("-", 1)[1])
+            if left > 0:
+                return Reply(301, "text/html", b"", f"Location: /chain-{left - 1}\r\n")
+            return Reply(200, "text/html", html)
+        if path == "/private-links":
+            links = (
+                '<a href="http://169.254.169.254/latest/meta-data/">metadata</a>'
+                '<a href="http://10.0.0.1/">intranet</a>'
+                f'<a href="http://localhost:{self.port}/">localhost</a>'
+            )
+            return Reply(200, "text/html", f"<html><body>{links}</body></html>".encode())
+        return Reply(200, "text/html", html)
 
 
 async def serve_forever(spec: WebSpec, port: int, log_path: str | None) -> None:
@@ -304,7 +457,7 @@ def spec_arguments(spec: WebSpec) -> list[str]:
         "--nav", str(spec.nav), "--cross", str(spec.cross),
         "--latency-ms", ",".join(str(x) for x in spec.latency_ms),
         "--filler-words", str(spec.filler_words), "--seed", str(spec.seed),
-    ] + (["--extras"] if spec.extras else [])
+    ] + (["--extras"] if spec.extras else []) + (["--scenario", spec.scenario] if spec.scenario else [])
 
 
 @dataclass
@@ -368,12 +521,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--filler-words", type=int, default=300)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--extras", action="store_true")
+    parser.add_argument("--scenario", default="")
     parser.add_argument("--log", default=None)
     args = parser.parse_args(argv)
     spec = WebSpec(
         hosts=args.hosts, sizes=args.sizes, fanout=args.fanout, nav=args.nav,
         cross=args.cross, latency_ms=tuple(float(x) for x in args.latency_ms.split(",")),
-        filler_words=args.filler_words, seed=args.seed, extras=args.extras,
+        filler_words=args.filler_words, seed=args.seed, extras=args.extras, scenario=args.scenario,
     )
     if os.environ.get("MOCKWEB_NICE"):
         os.nice(int(os.environ["MOCKWEB_NICE"]))
