@@ -1,0 +1,250 @@
+"""Pure parts of good citizenship: robots policy, backoff, Retry-After, address guard, DNS cache."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from email.utils import formatdate
+
+import pytest
+from scrapy.settings import Settings
+
+from crawler.downloader.dns import CachingGuardedResolver, DnsCacheConfig
+from crawler.exceptions import ConfigurationError
+from crawler.middlewares.fetchlimits import media_type
+from crawler.netguard import AddressPolicy, BlockedAddressError, is_loopback_host, parse_ip
+from crawler.politeness.backoff import BackoffPolicy, parse_retry_after
+from crawler.robots.policy import (
+    RobotsConfig,
+    RobotsRecord,
+    RobotsRules,
+    RobotsState,
+    origin_of,
+    record_for_failure,
+    record_for_response,
+    record_for_too_many_redirects,
+)
+from scrapy.statscollectors import MemoryStatsCollector
+from scrapy.utils.test import get_crawler
+
+CONFIG = RobotsConfig.from_settings(Settings({"ROBOTS_RETRY_DELAY": 60, "ROBOTS_RETRY_MAX_DELAY": 300}))
+NOW = 1_000_000.0
+
+
+# -- robots.txt status semantics (RFC 9309 2.3.1) ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "state"),
+    [(200, RobotsState.RULES), (204, RobotsState.RULES), (301, RobotsState.ALLOW_ALL), (400, RobotsState.ALLOW_ALL),
+     (401, RobotsState.ALLOW_ALL), (403, RobotsState.ALLOW_ALL), (404, RobotsState.ALLOW_ALL),
+     (429, RobotsState.ALLOW_ALL), (500, RobotsState.UNREACHABLE), (503, RobotsState.UNREACHABLE)],
+)
+def test_status_semantics(status: int, state: RobotsState) -> None:
+    assert record_for_response(CONFIG, status, b"", NOW, None).state is state
+
+
+def test_unreachable_robots_backs_off_and_counts_failures() -> None:
+    first = record_for_failure(CONFIG, "DownloadTimeoutError", NOW, None)
+    assert (first.state, first.failures, first.expires_at - NOW) == (RobotsState.UNREACHABLE, 1, 60)
+    second = record_for_response(CONFIG, 502, b"", NOW, first)
+    assert (second.failures, second.expires_at - NOW) == (2, 120)
+    fourth = record_for_failure(CONFIG, "x", NOW, record_for_failure(CONFIG, "x", NOW, second))
+    assert (fourth.failures, fourth.expires_at - NOW) == (4, 300)  # capped
+    recovered = record_for_response(CONFIG, 200, b"User-agent: *\nDisallow:", NOW, fourth)
+    assert (recovered.state, recovered.failures, recovered.expires_at - NOW) == (RobotsState.RULES, 0, 86400)
+
+
+def test_too_many_redirects_is_unavailable() -> None:
+    assert record_for_too_many_redirects(CONFIG, NOW, 301).state is RobotsState.ALLOW_ALL
+
+
+def test_only_the_first_max_bytes_are_kept() -> None:
+    body = b"User-agent: *\nDisallow: /a\n" + b"#" * 600_000 + b"\nDisallow: /\n"
+    record = record_for_response(CONFIG, 200, body, NOW, None)
+    assert record.truncated and len(record.body) == 500 * 1024
+    rules = RobotsRules(record, "crawler")
+    assert not rules.allowed("http://x.test/a") and rules.allowed("http://x.test/b")
+
+
+def test_record_codec_round_trip_and_unknown_versions() -> None:
+    record = RobotsRecord(RobotsState.UNREACHABLE, NOW, NOW + 5, 503, b"", 2, "HTTP 503")
+    assert RobotsRecord.decode(record.encode()) == record
+    assert RobotsRecord.decode(b"\x92\x63\x00") is None
+    assert RobotsRecord.decode(b"garbage\xc1") is None
+
+
+# -- rules ---------------------------------------------------------------------------------
+
+ROBOTS = b"""
+User-agent: crawler
+Disallow: /search
+Allow: /search/help
+Disallow: /*.pdf$
+Allow: /tie
+Disallow: /tie
+Crawl-delay: 3
+
+User-agent: *
+Disallow: /
+Sitemap: https://x.test/sitemap.xml
+"""
+
+
+def rules(body: bytes = ROBOTS, token: str = "crawler") -> RobotsRules:
+    return RobotsRules(record_for_response(CONFIG, 200, body, NOW, None), token)
+
+
+@pytest.mark.parametrize(
+    ("url", "allowed"),
+    [
+        ("http://x.test/", True),
+        ("http://x.test/search", False),
+        ("http://x.test/search/help", True),  # longest match wins
+        ("http://x.test/doc.pdf", False),  # * and $
+        ("http://x.test/doc.pdf?x=1", True),  # $ anchors the end
+        ("http://x.test/tie", True),  # Allow wins ties
+        ("http://x.test/robots.txt", True),
+    ],
+)
+def test_rules_for_our_token(url: str, allowed: bool) -> None:
+    assert rules().allowed(url) is allowed
+
+
+def test_other_agents_fall_back_to_star_group() -> None:
+    other = rules(token="otherbot")
+    assert not other.allowed("http://x.test/")
+    assert other.allowed("http://x.test/robots.txt")  # always fetchable
+
+
+def test_unreachable_disallows_all_but_robots_txt() -> None:
+    unreachable = RobotsRules(record_for_failure(CONFIG, "x", NOW, None), "crawler")
+    assert not unreachable.allowed("http://x.test/")
+    assert unreachable.allowed("http://x.test/robots.txt")
+
+
+def test_crawl_delay_is_capped_and_sitemaps_listed() -> None:
+    assert rules().crawl_delay(60) == (3.0, False)
+    assert rules().crawl_delay(2) == (2, True)
+    assert rules(token="otherbot").crawl_delay(60) == (None, False)
+    assert rules().sitemaps(10) == ["https://x.test/sitemap.xml"]
+
+
+def test_broken_robots_txt_is_parsed_leniently() -> None:
+    broken = rules(b"\xff\xfe garbage\nUser-agent *\nDisallow /x\n<html>not robots</html>\nDisallow: /y\n")
+    # protego, like Google's parser, accepts a missing colon; junk lines are skipped.
+    assert not broken.allowed("http://x.test/x")
+    assert not broken.allowed("http://x.test/y")
+    assert broken.allowed("http://x.test/z")
+
+
+def test_origin_of() -> None:
+    assert origin_of("http://x.test:8080/a/b?c") == "http://x.test:8080"
+    assert origin_of("https://x.test?q") == "https://x.test"
+    assert origin_of("https://x.test") == "https://x.test"
+
+
+# -- backoff and Retry-After -----------------------------------------------------------------
+
+
+def test_backoff_formulas() -> None:
+    policy = BackoffPolicy(throttle_base=5, throttle_max=60, park_after=3, park_base=10, park_max=100,
+                           retry_base=30, retry_max=100)
+    assert [policy.throttle_delay(n) for n in (1, 2, 3, 4, 5)] == [5, 10, 20, 40, 60]
+    assert [policy.park_delay(n) for n in (1, 2, 3, 4, 5, 9)] == [0, 0, 10, 20, 40, 100]
+    assert [policy.retry_delay(n) for n in (1, 2, 3)] == [30, 60, 100]
+    assert policy.capped_retry_after(10_000) == 60
+
+
+def test_retry_after_both_forms() -> None:
+    now = time.time()
+    assert parse_retry_after(b"120", now) == 120
+    assert parse_retry_after(" 0 ", now) == 0
+    date = formatdate(now + 30, usegmt=True)
+    assert 28 <= parse_retry_after(date.encode(), now) <= 31  # type: ignore[operator]
+    assert parse_retry_after(formatdate(now - 100, usegmt=True), now) == 0
+    assert parse_retry_after(b"soon", now) is None
+    assert parse_retry_after(b"-5", now) is None
+    assert parse_retry_after(None, now) is None
+
+
+# -- address guard --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("address", "allowed"),
+    [
+        ("93.184.216.34", True), ("2606:4700::1111", True),
+        ("10.1.2.3", False), ("172.16.0.1", False), ("192.168.1.1", False), ("127.0.0.1", False),
+        ("169.254.169.254", False), ("100.64.0.1", False), ("224.0.0.1", False), ("0.0.0.0", False),
+        ("240.0.0.1", False), ("::1", False), ("fe80::1", False), ("fc00::1", False), ("::ffff:10.0.0.1", False),
+        ("[::ffff:127.0.0.1]", False),
+    ],
+)
+def test_address_policy_default(address: str, allowed: bool) -> None:
+    assert AddressPolicy().allowed_text(address) is allowed
+
+
+def test_address_policy_settings() -> None:
+    policy = AddressPolicy.from_settings(Settings({"PRIVATE_NETWORKS_ALLOWLIST": ["10.1.0.0/16"]}))
+    assert policy.allowed_text("10.1.9.9") and not policy.allowed_text("10.2.0.1")
+    assert AddressPolicy.from_settings(Settings({"ALLOW_PRIVATE_NETWORKS": True})).allowed_text("127.0.0.1")
+    with pytest.raises(ConfigurationError, match="PRIVATE_NETWORKS_ALLOWLIST"):
+        AddressPolicy.from_settings(Settings({"PRIVATE_NETWORKS_ALLOWLIST": ["nope"]}))
+
+
+def test_loopback_hosts() -> None:
+    assert is_loopback_host("127.3.4.5") and is_loopback_host("localhost") and is_loopback_host("a.localhost.")
+    assert not is_loopback_host("example.org") and not is_loopback_host("10.0.0.1")
+    assert parse_ip("example.org") is None
+
+
+# -- DNS cache -------------------------------------------------------------------------------
+
+
+def _result(host: str) -> dict[str, object]:
+    return {"hostname": "h", "host": host, "port": 80, "family": socket.AF_INET, "proto": 0, "flags": 0}
+
+
+def test_dns_cache_ttl_negative_cache_bound_and_guard() -> None:
+    calls: list[str] = []
+    answers = {"public.test": ["93.184.216.34"], "mixed.test": ["10.0.0.1", "93.184.216.35"],
+               "private.test": ["10.0.0.2"]}
+
+    async def lookup(host: str, port: int, family: socket.AddressFamily) -> list:  # type: ignore[type-arg]
+        calls.append(host)
+        if host not in answers:
+            raise socket.gaierror(socket.EAI_NONAME, "no such name")
+        return [_result(a) for a in answers[host]]
+
+    stats = MemoryStatsCollector(get_crawler())
+    resolver = CachingGuardedResolver(DnsCacheConfig(ttl=0.3, negative_ttl=0.3, max_size=2), AddressPolicy(),
+                                      stats, lookup)
+
+    async def main() -> None:
+        assert [r["host"] for r in await resolver.resolve("public.test", 80)] == ["93.184.216.34"]
+        await resolver.resolve("public.test", 80)
+        assert calls == ["public.test"]
+        assert [r["host"] for r in await resolver.resolve("mixed.test", 80)] == ["93.184.216.35"]
+        with pytest.raises(BlockedAddressError):
+            await resolver.resolve("private.test", 80)
+        for _ in range(2):
+            with pytest.raises(OSError):
+                await resolver.resolve("missing.test", 80)
+        assert calls.count("missing.test") == 1  # the failure is cached
+        assert calls.count("public.test") == 2  # evicted: at most 2 names are kept
+        await asyncio.sleep(0.35)
+        await resolver.resolve("mixed.test", 80)  # expired: looked up again
+        assert calls.count("mixed.test") == 2
+
+    asyncio.run(main())
+    assert stats.get_value("dns/cache_hits") == 1
+    assert stats.get_value("dns/negative_hits") == 1
+    assert stats.get_value("dns/failures") == 1
+    assert stats.get_value("fetch/blocked_address") == 1
+
+
+def test_media_type() -> None:
+    assert media_type(b"Text/HTML; charset=utf-8") == "text/html"
+    assert media_type(None) == ""
