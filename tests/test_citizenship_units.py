@@ -9,6 +9,8 @@ from email.utils import formatdate
 
 import pytest
 from scrapy.settings import Settings
+from scrapy.statscollectors import MemoryStatsCollector
+from scrapy.utils.test import get_crawler
 
 from crawler.downloader.dns import CachingGuardedResolver, DnsCacheConfig
 from crawler.exceptions import ConfigurationError
@@ -25,8 +27,6 @@ from crawler.robots.policy import (
     record_for_response,
     record_for_too_many_redirects,
 )
-from scrapy.statscollectors import MemoryStatsCollector
-from scrapy.utils.test import get_crawler
 
 CONFIG = RobotsConfig.from_settings(Settings({"ROBOTS_RETRY_DELAY": 60, "ROBOTS_RETRY_MAX_DELAY": 300}))
 NOW = 1_000_000.0
@@ -233,6 +233,7 @@ def test_dns_cache_ttl_negative_cache_bound_and_guard() -> None:
             with pytest.raises(OSError):
                 await resolver.resolve("missing.test", 80)
         assert calls.count("missing.test") == 1  # the failure is cached
+        await resolver.resolve("public.test", 80)
         assert calls.count("public.test") == 2  # evicted: at most 2 names are kept
         await asyncio.sleep(0.35)
         await resolver.resolve("mixed.test", 80)  # expired: looked up again
@@ -248,3 +249,25 @@ def test_dns_cache_ttl_negative_cache_bound_and_guard() -> None:
 def test_media_type() -> None:
     assert media_type(b"Text/HTML; charset=utf-8") == "text/html"
     assert media_type(None) == ""
+
+
+def test_dns_cache_entries_expire_after_their_ttl() -> None:
+    calls: list[str] = []
+
+    async def lookup(host: str, port: int, family: socket.AddressFamily) -> list:  # type: ignore[type-arg]
+        calls.append(host)
+        return [_result("93.184.216.34")]
+
+    stats = MemoryStatsCollector(get_crawler())
+    resolver = CachingGuardedResolver(DnsCacheConfig(ttl=0.2, negative_ttl=0.2, max_size=100), AddressPolicy(),
+                                      stats, lookup)
+
+    async def main() -> None:
+        await resolver.resolve("a.test", 80)
+        await resolver.resolve("a.test", 80)
+        assert calls == ["a.test"]
+        await asyncio.sleep(0.25)
+        await resolver.resolve("a.test", 80)
+        assert calls == ["a.test", "a.test"]
+
+    asyncio.run(main())
