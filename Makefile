@@ -27,11 +27,13 @@ redis-server:
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq redis-server >/dev/null; }
 
-## make crawl SEEDS=seeds.txt | make crawl URLS="https://a.example/ https://b.example/" [ARGS="-s NAME=VALUE"]
+## make crawl SEEDS=seeds.txt | make crawl URLS="https://a.example/ https://b.example/"
+##   [USER_AGENT="mybot/1.0 (+https://example.org/bot)"] [ARGS="-s NAME=VALUE"]
 crawl: venv redis-server
 	$(BIN)/scrapy crawl web \
 		$(if $(SEEDS),-a seeds=$(SEEDS)) \
-		$(if $(strip $(URLS)),-a urls=$(subst $(space),$(comma),$(strip $(URLS)))) $(ARGS)
+		$(if $(strip $(URLS)),-a urls=$(subst $(space),$(comma),$(strip $(URLS)))) \
+		$(if $(USER_AGENT),-s "USER_AGENT=$(USER_AGENT)") $(ARGS)
 
 ## make test: lint, types, and the whole test suite (starts its own Redis and mock web)
 test: venv redis-server lint

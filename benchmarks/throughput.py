@@ -4,7 +4,8 @@ Runs, in one invocation, for a fixed crawl time each, with politeness delays
 at zero (FRONTIER_MIN_DELAY = 0, FRONTIER_DELAY_FACTOR = 0):
 
 * web (a): 2,000 hosts with Zipf-skewed sizes; web (b): 2,000 hosts of equal size;
-* on each: ``scrapy crawl web`` (one worker) and plain Scrapy's follow-all
+* on each: ``scrapy crawl web`` (one worker, robots.txt, frontier and seen set
+  on: every host's robots.txt is fetched and checked) and plain Scrapy's follow-all
   spider (``DownloaderAwarePriorityQueue``, ``CONCURRENT_REQUESTS_PER_DOMAIN = 1``);
 * on web (a): two crawler workers sharing one frontier, against one.
 
@@ -170,6 +171,8 @@ def crawler_command(seeds: Path, services: Services, crawl_id: str, seconds: int
         "-s", "FRONTIER_MIN_DELAY=0", "-s", "FRONTIER_DELAY_FACTOR=0",
         "-s", f"CONCURRENT_REQUESTS={CONCURRENCY}", "-s", f"CLOSESPIDER_TIMEOUT={seconds}",
         "-s", "LOG_LEVEL=INFO",
+        # The mock web is on loopback addresses; robots.txt stays on (404 here).
+        "-s", "ALLOW_PRIVATE_NETWORKS=True",
     ]
 
 
