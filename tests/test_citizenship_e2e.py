@@ -45,9 +45,10 @@ SCENARIO: dict[str, Any] = {
         "16": ["/loop-a", "/chain-7"],
         "17": ["/private-links"],
         "18": ["/server-error"],
+        "19": ["/big.html", "/large.html"],
     },
 }
-HOSTS = 19
+HOSTS = 20
 
 
 def stat(stderr: str, key: str) -> int:
@@ -250,6 +251,16 @@ def test_server_errors_are_retried_then_dead_lettered(crawl: dict[str, Any]) -> 
     assert errors == {"http_500"}
 
 
+def test_bodies_over_the_size_cap_are_cut_and_large_ones_counted(crawl: dict[str, Any]) -> None:
+    fetched = paths(crawl["hosts"][19])
+    assert fetched.count("/big.html") == 1  # over DOWNLOAD_MAXSIZE: dropped, not retried
+    assert fetched.count("/large.html") == 1
+    assert stat(crawl["result"].stderr, "fetch/size_exceeded") == 1
+    # /large.html, and host 6's robots.txt: its download stops at the chunk that
+    # crosses 500 KiB, which here also crosses the 512 KiB warn size.
+    assert stat(crawl["result"].stderr, "fetch/size_warning") == 2
+
+
 def test_politeness_held_throughout(crawl: dict[str, Any]) -> None:
     for host, entries in crawl["hosts"].items():
         for before, after in itertools.pairwise(entries):
@@ -272,6 +283,26 @@ def test_dead_letters_can_be_listed_and_requeued(crawl: dict[str, Any], redis_se
     client = redis.Redis.from_url(redis_server.url)
     assert client.hlen(FrontierKeys("citizenship").key("deadinfo")) == 0
     assert int(client.get(FrontierKeys("citizenship").queued) or 0) == 5
+
+
+def test_placeholder_user_agent_stops_at_the_first_foreign_host_and_keeps_the_url(
+    mockweb_factory: Any, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(json.dumps({"specials": {"0": ["/foreign"]}}))
+    web = mockweb_factory(WebSpec(hosts=1, sizes="uniform:1", nav=0, cross=0, scenario=str(scenario)))
+    (tmp_path / "page").write_text("")
+    # The mock root links to /foreign, which (as a special) answers with a link
+    # to a public address: with the placeholder user agent, the crawl stops there.
+    result = run_crawl(
+        "-a", f"urls={web.url(0)}",
+        settings={"REDIS_URL": redis_server.url, "FRONTIER_CRAWL_ID": "identity", "FRONTIER_MIN_DELAY": 0},
+    )
+    assert "'finish_reason': 'user_agent_placeholder'" in result.stderr, result.stderr[-3000:]
+    assert "USER_AGENT: still the placeholder" in result.stderr
+    client = redis.Redis.from_url(redis_server.url)
+    assert int(client.get(FrontierKeys("identity").queued) or 0) == 1  # the foreign URL is kept
+    assert not [e for e in web.entries() if not e.host.startswith("127.20.")]
 
 
 def test_dead_letter_listing_is_empty_for_unknown_crawl(redis_server: RedisServer, tmp_path: Path) -> None:

@@ -200,7 +200,7 @@ class Reply:
 
 SPECIAL_PATHS = (
     "/throttle-seconds", "/throttle-date", "/flaky", "/slow", "/huge.html", "/bomb", "/truncated",
-    "/loop-a", "/chain-7", "/private-links", "/server-error",
+    "/loop-a", "/chain-7", "/private-links", "/server-error", "/big.html", "/large.html",
 )
 
 
@@ -395,6 +395,10 @@ class MockWebServer:
             return Reply(503, "text/html", b"try later")
         if path == "/server-error":
             return Reply(500, "text/html", b"broken")
+        if path == "/big.html":
+            return Reply(200, "text/html", b"<html><body>" + b"x" * (2 * 1024 * 1024) + b"</body></html>")
+        if path == "/large.html":
+            return Reply(200, "text/html", b"<html><body>" + b"y" * (600 * 1024) + b"</body></html>")
         if path == "/slow":
             return Reply(200, "text/html", b"", mode="drip")
         if path == "/huge.html":
@@ -417,6 +421,8 @@ class MockWebServer:
             if left > 0:
                 return Reply(301, "text/html", b"", f"Location: /chain-{left - 1}\r\n")
             return Reply(200, "text/html", html)
+        if path == "/foreign":
+            return Reply(200, "text/html", b'<html><body><a href="http://93.184.216.34/">public</a></body></html>')
         if path == "/private-links":
             links = (
                 '<a href="http://169.254.169.254/latest/meta-data/">metadata</a>'
