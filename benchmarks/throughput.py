@@ -173,6 +173,8 @@ def crawler_command(seeds: Path, services: Services, crawl_id: str, seconds: int
         "-s", "LOG_LEVEL=INFO",
         # The mock web is on loopback addresses; robots.txt stays on (404 here).
         "-s", "ALLOW_PRIVATE_NETWORKS=True",
+        # A real identity, as a production crawl has (the placeholder adds a check).
+        "-s", "USER_AGENT=benchbot/1.0 (+https://example.org/bench)",
     ]
 
 

@@ -54,6 +54,8 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
         self._stats = crawler.stats
         self._connect_timeout = get_float(settings, "FETCH_CONNECT_TIMEOUT", 10.0, minimum=0.1)
         self._policy = AddressPolicy.from_settings(settings)
+        #: host -> refused, for IP-literal checks (at most 10,000 hosts, then cleared).
+        self._literal_verdicts: dict[str, bool] = {}
         resolver = CachingGuardedResolver(
             DnsCacheConfig(
                 ttl=get_float(settings, "DNS_CACHE_TTL", 300.0, minimum=0.0),
@@ -80,11 +82,21 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
             skip_auto_headers=("Accept", "Accept-Encoding", "Content-Type", "User-Agent"),
         )
 
+    def _refused_literal(self, host: str) -> bool:
+        """Whether ``host`` is an IP literal the address policy refuses (bounded memo)."""
+        refused = self._literal_verdicts.get(host)
+        if refused is None:
+            address = parse_ip(host)
+            refused = address is not None and not self._policy.allowed(address)
+            if len(self._literal_verdicts) >= 10_000:
+                self._literal_verdicts.clear()
+            self._literal_verdicts[host] = refused
+        return refused
+
     @asynccontextmanager
     async def _make_request(self, request: Request, timeout: float) -> AsyncIterator[_ClientResponse]:
         host = urlparse_cached(request).hostname or ""
-        address = parse_ip(host)
-        if address is not None and not self._policy.allowed(address):
+        if self._refused_literal(host):
             self._stats.inc_value("fetch/blocked_address")
             raise BlockedAddressError(f"refused address {host} (ALLOW_PRIVATE_NETWORKS is off)")
         proxy = self._extract_proxy_url_with_creds(request)

@@ -73,8 +73,10 @@ class RobotsTxtMiddleware:
         self.stats = stats
         self.keys = FrontierKeys(crawl_id_for(crawler))
         self.store: RobotsStore | None = None
+        # The body cap needs a look at every chunk, but only of robots.txt
+        # fetches: the handler is connected only while one is under way.
+        self._fetches_under_way = 0
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
-        crawler.signals.connect(self._bytes_received, signal=signals.bytes_received)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -155,17 +157,29 @@ class RobotsTxtMiddleware:
         self.stats.inc_value("robots/disallowed")
         raise IgnoreRequest(f"robots.txt unreachable: {request.url}")
 
-    async def _fetch(self, origin: str, previous: RobotsRecord | None) -> RobotsRecord:
-        """Fetch and judge one origin's robots.txt, following up to 5 redirects."""
+    async def _download(self, fetch: Request) -> Response:
         engine = self.crawler.engine
         assert engine is not None
+        signals_ = self.crawler.signals
+        if self._fetches_under_way == 0:
+            signals_.connect(self._bytes_received, signal=signals.bytes_received)
+        self._fetches_under_way += 1
+        try:
+            return await engine.download_async(fetch)
+        finally:
+            self._fetches_under_way -= 1
+            if self._fetches_under_way == 0:
+                signals_.disconnect(self._bytes_received, signal=signals.bytes_received)
+
+    async def _fetch(self, origin: str, previous: RobotsRecord | None) -> RobotsRecord:
+        """Fetch and judge one origin's robots.txt, following up to 5 redirects."""
         url = origin + ROBOTS_PATH
         status = 0
         for hop in range(MAX_REDIRECTS + 1):
             fetch = Request(url, meta={ROBOTS_META: True, "handle_httpstatus_all": True}, dont_filter=True)
             self.stats.inc_value("robots/fetched")
             try:
-                response: Response = await engine.download_async(fetch)
+                response: Response = await self._download(fetch)
             except BlockedAddressError:
                 raise  # the page's own host is refused: the page is dropped with it
             except IgnoreRequest as exc:
