@@ -6,14 +6,14 @@ import re
 from pathlib import Path
 
 from crawler.exceptions import ConfigurationError
-from crawler.urls import UrlError, canonicalize
+from crawler.urls import UrlError, normalize_url
 
 _SPLIT = re.compile(r"[\s,]+")
 
 
 def _check(url: str, where: str, argument: str) -> str:
     try:
-        canonicalize(url)
+        normalize_url(url)
     except UrlError:
         raise ConfigurationError(argument, f"{where}: {url!r} is not an http(s) URL") from None
     return url

@@ -66,10 +66,11 @@ def test_crawl_fetches_every_reachable_page_once_and_politely(
     pages = fetched_pages(web)
     assert set(pages) == expected
     assert max(pages.values()) == 1
-    # The extras: every host's robots.txt, binary file and redirect, once;
-    # mailto:/javascript: never.
+    # The extras: every host's robots.txt and redirect, once; the .bin link
+    # (extension filter), mailto: and javascript: never.
     extras = [e for e in web.entries() if parse_page_path(e.path) < 0]
-    assert Counter(e.path for e in extras) == {"/robots.txt": 60, "/data.bin": 60, "/moved": 60}
+    assert Counter(e.path for e in extras) == {"/robots.txt": 60, "/moved": 60}
+    assert "'urls/dropped/extension': 60" in result.stderr
     report = politeness(web.entries(), min_gap=0.2)
     assert report.overlaps == 0
     assert report.short_gaps == 0

@@ -9,6 +9,7 @@ Time is passed explicitly (``now_ms``), so the tests are deterministic.
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
@@ -20,9 +21,11 @@ from redis.asyncio import Redis
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.keys import FrontierKeys
 from crawler.frontier.outcome import HostSignal, LeaseAction
-from crawler.frontier.store import Completion, EnqueueEntry, Lease, RedisFrontier
+from crawler.frontier.seen import SeenConfig
+from crawler.frontier.store import DONT_FILTER, EXACT_ONLY, Completion, EnqueueEntry, Lease, RedisFrontier
 from crawler.politeness.backoff import BackoffPolicy
-from crawler.urls import canonicalize, url_fingerprint
+from crawler.urls import bloom_positions, exact_key, normalize_url, url_fingerprint
+from crawler.urls.domains import RegisteredDomains
 from tests.conftest import RedisServer
 
 T0 = 1_700_000_000_000  # a fixed "now", in ms
@@ -46,9 +49,17 @@ def make_config(crawl_id: str, **overrides: object) -> FrontierConfig:
     return replace(config, **overrides)  # type: ignore[arg-type]
 
 
-def entry(url: str, level: int = 1, dont_filter: bool = False) -> EnqueueEntry:
-    canonical, host = canonicalize(url)
-    return EnqueueEntry(url_fingerprint(canonical), host, level, dont_filter, url.encode())
+SEEN = SeenConfig.sized(100_000, 0.01)
+DOMAINS = RegisteredDomains()
+
+
+def entry(url: str, level: int = 1, dont_filter: bool = False, exact_only: bool = False) -> EnqueueEntry:
+    normalized, host = normalize_url(url)
+    fingerprint = url_fingerprint(normalized)
+    key = exact_key(fingerprint)
+    flags = (DONT_FILTER if dont_filter else 0) | (EXACT_ONLY if exact_only else 0)
+    positions = bloom_positions(fingerprint, SEEN.bloom_bits, SEEN.bloom_hashes)
+    return EnqueueEntry(key, positions, SEEN.exact_set(key), host, DOMAINS(host), level, flags, url.encode())
 
 
 class Harness:
@@ -61,7 +72,7 @@ class Harness:
 
     async def open(self) -> RedisFrontier:
         self.client = Redis.from_url(self.server.url)
-        self.frontier = RedisFrontier(self.client, FrontierKeys(self.config.crawl_id), self.config)
+        self.frontier = RedisFrontier(self.client, FrontierKeys(self.config.crawl_id), self.config, seen=SEEN)
         await self.frontier.load_scripts()
         return self.frontier
 
@@ -383,7 +394,7 @@ def test_dead_letters_are_kept_listed_and_revived(run: Callable[..., None]) -> N
 
 def test_throttled_host_backs_off_exponentially_and_decays(run: Callable[..., None]) -> None:
     async def body(h: Harness) -> None:
-        f = RedisFrontier(h.frontier.client, h.frontier.keys, h.config, BACKOFF)  # type: ignore[union-attr]
+        f = RedisFrontier(h.frontier.client, h.frontier.keys, h.config, BACKOFF, SEEN)  # type: ignore[union-attr]
         await f.enqueue([entry(f"http://a.test/{i}") for i in range(8)])
         now = T0
         waits = []
@@ -407,7 +418,7 @@ def test_throttled_host_backs_off_exponentially_and_decays(run: Callable[..., No
 
 def test_failing_host_is_parked_after_consecutive_failures_and_reset_by_success(run: Callable[..., None]) -> None:
     async def body(h: Harness) -> None:
-        f = RedisFrontier(h.frontier.client, h.frontier.keys, h.config, BACKOFF)  # type: ignore[union-attr]
+        f = RedisFrontier(h.frontier.client, h.frontier.keys, h.config, BACKOFF, SEEN)  # type: ignore[union-attr]
         await f.enqueue([entry(f"http://a.test/{i}") for i in range(6)])
         now = T0
         rests = []
@@ -427,3 +438,53 @@ def test_failing_host_is_parked_after_consecutive_failures_and_reset_by_success(
         ] == [(0, 0), (4000, 1), (8000, 1), (0, 0), (0, 0)]
 
     run(body)
+
+
+# -- the seen set and budgets ----------------------------------------------------------
+
+
+def test_bloom_false_positive_never_loses_a_url(run: Callable[..., None]) -> None:
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None and h.client is not None
+        victim = entry("http://a.test/never-seen")
+        # Set the victim's Bloom bits as if another URL had set them.
+        for position in struct.unpack(f"<{SEEN.bloom_hashes}I", victim.bloom_positions):
+            await h.client.setbit(f.keys.bloom, position, 1)
+        result = await f.step(enqueues=[victim], now_ms=T0)
+        assert (result.added, result.duplicates, result.bloom_false_positives) == (1, 0, 1)
+        f = await h.reopen()
+        assert (await f.step(enqueues=[entry("http://a.test/never-seen")], now_ms=T0)).duplicates == 1
+        # An exact-only check skips the filter and still finds it.
+        assert (await f.step(enqueues=[entry("http://a.test/never-seen", exact_only=True)], now_ms=T0)).duplicates == 1
+        assert (await f.step(enqueues=[entry("http://a.test/other", exact_only=True)], now_ms=T0)).added == 1
+
+    run(body)
+
+
+def test_exact_store_stays_compact(run: Callable[..., None]) -> None:
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None and h.client is not None
+        await f.enqueue([entry(f"http://h{i % 50}.test/{i}") for i in range(2000)])
+        encodings = {await h.client.object("encoding", f.keys.exact(i)) for i in range(2**SEEN.exact_set_bits)}
+        assert encodings <= {b"intset", None}
+
+    run(body)
+
+
+def test_host_and_domain_page_budgets_hold(run: Callable[..., None]) -> None:
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        result = await f.step(enqueues=[entry(f"http://a.farm.test/{i}") for i in range(5)], now_ms=T0)
+        assert (result.added, result.over_host_budget) == (3, 2)
+        f = await h.reopen()
+        result = await f.step(enqueues=[entry(f"http://{n}.farm.test/") for n in "bcdef"], now_ms=T0)
+        # farm.test already holds 3 of its 5: two more hosts fit.
+        assert (result.added, result.over_domain_budget) == (2, 3)
+        # A URL over budget is not recorded as seen: it is dropped again, not a duplicate.
+        result = await f.step(enqueues=[entry("http://a.farm.test/4")], now_ms=T0)
+        assert (result.over_host_budget, result.duplicates) == (1, 0)
+
+    run(body, host_page_budget=3, domain_page_budget=5)

@@ -14,7 +14,7 @@ from crawler.frontier.config import FrontierConfig
 from crawler.frontier.policy import PolitenessPolicy, PriorityLevels
 from crawler.links import LinkExtractor
 from crawler.seeds import load_seeds
-from crawler.urls import UrlError, canonicalize, url_fingerprint
+from crawler.urls import UrlError, normalize_url, url_fingerprint
 
 
 class _Spider(Spider):
@@ -78,7 +78,7 @@ def test_codec_bulk_link_encoding_matches_a_request() -> None:
     spider = _Spider()
     codec = RequestCodec(spider)
     request = Request("http://a.test/x", callback=spider.parse, priority=2, meta={"depth": 3})
-    assert codec.encode_link("http://a.test/x", "parse", 3, 2) == codec.encode(request).blob
+    assert codec.encode_link("http://a.test/x", "parse", {"depth": 3}, 2) == codec.encode(request).blob
 
 
 def test_codec_drops_non_plain_meta_and_reports_it() -> None:
@@ -214,13 +214,13 @@ def test_seed_errors_name_the_argument(tmp_path) -> None:  # type: ignore[no-unt
     ],
 )
 def test_canonicalize(url: str, canonical: str, host: str) -> None:
-    assert canonicalize(url) == (canonical, host)
+    assert normalize_url(url) == (canonical, host)
 
 
 @pytest.mark.parametrize("url", ["ftp://a.test/", "http:///nohost", "http://a.test:99999/", "mailto:x@y"])
 def test_canonicalize_rejects(url: str) -> None:
     with pytest.raises(UrlError):
-        canonicalize(url)
+        normalize_url(url)
 
 
 def test_fingerprints() -> None:

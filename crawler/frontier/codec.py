@@ -106,15 +106,14 @@ class RequestCodec:
         )
         return EncodedRequest(blob, tuple(dropped))
 
-    def encode_link(self, url: str, callback: str | None, depth: int, priority: int = 0) -> bytes:
+    def encode_link(self, url: str, callback: str | None, meta: dict[str, Any], priority: int = 0) -> bytes:
         """Encode a plain GET of ``url`` without building a Request first.
 
         The same bytes ``encode`` gives for ``Request(url, callback=...,
-        priority=..., meta={"depth": depth})``; for links followed in bulk.
+        priority=..., meta=meta)`` with plain-data ``meta``; for links followed in bulk.
         """
-        blob: bytes = self._packer.pack(
-            [CODEC_VERSION, url, None, None, None, priority, callback, None, {"depth": depth}, None, False]
-        )
+        fields = [CODEC_VERSION, url, None, None, None, priority, callback, None, meta, None, False]
+        blob: bytes = self._packer.pack(fields)
         return blob
 
     def decode(self, blob: bytes) -> Request:

@@ -38,6 +38,9 @@ class FrontierConfig:
     local_seen_size: int
     #: URLs handed to the downloader at once (Scrapy's CONCURRENT_REQUESTS).
     concurrency: int
+    #: URLs enqueued per host / per registered domain, at most (0: no limit).
+    host_page_budget: int = 0
+    domain_page_budget: int = 0
 
     @property
     def levels(self) -> int:
@@ -72,4 +75,6 @@ class FrontierConfig:
             enqueue_batch=get_int(settings, "FRONTIER_ENQUEUE_BATCH", 500, minimum=1),
             local_seen_size=get_int(settings, "FRONTIER_LOCAL_SEEN_SIZE", 200_000, minimum=0),
             concurrency=concurrency,
+            host_page_budget=get_int(settings, "HOST_PAGE_BUDGET", 50_000, minimum=0),
+            domain_page_budget=get_int(settings, "DOMAIN_PAGE_BUDGET", 200_000, minimum=0),
         )

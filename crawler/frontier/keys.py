@@ -26,9 +26,23 @@ class FrontierKeys:
         return self.prefix + name
 
     @property
-    def seen(self) -> str:
-        """SET of URL fingerprints ever enqueued."""
-        return self.key("seen")
+    def bloom(self) -> str:
+        """Bitmap of the seen set's Bloom filter."""
+        return self.key("seen:bloom")
+
+    def exact(self, index: int) -> str:
+        """SET (intset) of 64-bit fingerprints: one part of the exact seen store."""
+        return self.key(f"seen:x:{index}")
+
+    @property
+    def host_pages(self) -> str:
+        """HASH host -> URLs enqueued (the per-host page budget)."""
+        return self.key("budget:host")
+
+    @property
+    def domain_pages(self) -> str:
+        """HASH registered domain -> URLs enqueued (the per-domain page budget)."""
+        return self.key("budget:domain")
 
     @property
     def requests(self) -> str:

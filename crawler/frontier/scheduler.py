@@ -50,10 +50,13 @@ from crawler.frontier.config import FrontierConfig
 from crawler.frontier.keys import FrontierKeys
 from crawler.frontier.outcome import LEASE_META, Handout, LeaseAction
 from crawler.frontier.policy import PolitenessPolicy, PriorityLevels
-from crawler.frontier.store import Completion, EnqueueEntry, RedisFrontier, StepResult
+from crawler.frontier.seen import SeenConfig
+from crawler.frontier.store import DONT_FILTER, EXACT_ONLY, Completion, EnqueueEntry, RedisFrontier, StepResult
 from crawler.politeness.backoff import BackoffPolicy
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
-from crawler.urls import NORMALIZATION_VERSION, UrlError, canonicalize, url_fingerprint
+from crawler.urls import NORMALIZATION_VERSION, url_fingerprint
+from crawler.urls.domains import RegisteredDomains
+from crawler.urls.filters import Dropped, FilterConfig, UrlFilter
 
 if TYPE_CHECKING:
     from typing import Self
@@ -65,6 +68,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
+
+#: ``Request.meta`` key: check this URL against the exact seen store only (sitemap URLs).
+EXACT_SEEN_META = "frontier_exact_seen"
 _MAX_BACKOFF = 30.0
 
 
@@ -78,10 +84,15 @@ class FrontierScheduler(BaseScheduler):
         provider: RedisProvider,
         stats: StatsCollector,
         backoff: BackoffPolicy,
+        url_filter: UrlFilter,
+        seen: SeenConfig,
     ) -> None:
         self.crawler = crawler
         self.config = config
         self.backoff = backoff
+        self.url_filter = url_filter
+        self.seen = seen
+        self.domains = RegisteredDomains()
         self.provider = provider
         self.stats = stats
         self.keys = FrontierKeys(config.crawl_id)
@@ -111,8 +122,11 @@ class FrontierScheduler(BaseScheduler):
         spider_name = crawl_id_for(crawler)
         config = FrontierConfig.from_settings(crawler.settings, spider_name)
         assert crawler.stats is not None
-        backoff = BackoffPolicy.from_settings(crawler.settings)
-        return cls(crawler, config, RedisProvider.for_crawler(crawler), crawler.stats, backoff)
+        settings = crawler.settings
+        return cls(
+            crawler, config, RedisProvider.for_crawler(crawler), crawler.stats, BackoffPolicy.from_settings(settings),
+            UrlFilter(FilterConfig.from_settings(settings)), SeenConfig.from_settings(settings),
+        )
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -121,7 +135,7 @@ class FrontierScheduler(BaseScheduler):
 
     async def _open(self, spider: Spider) -> None:
         client = await self.provider.client()
-        self.frontier = RedisFrontier(client, self.keys, self.config, self.backoff)
+        self.frontier = RedisFrontier(client, self.keys, self.config, self.backoff, self.seen)
         self.codec = RequestCodec(spider)
         await self.frontier.load_scripts()
         await self._check_crawl_metadata(client)
@@ -223,21 +237,25 @@ class FrontierScheduler(BaseScheduler):
     def enqueue_request(self, request: Request) -> bool:
         """Queue a request for the frontier; ``False`` if it is dropped here.
 
-        Duplicates found by the shared seen set are counted in
-        ``frontier/duplicate`` when Redis answers, not reported here: the engine
-        is told ``True`` for every request that was sent.
+        The URL is normalized and filtered first (:class:`~crawler.urls.filters.UrlFilter`;
+        drops counted in ``urls/dropped/<reason>``); the request is stored with
+        the normalized URL. Duplicates found by the shared seen set, and URLs
+        over a page budget, are counted when Redis answers, not reported here:
+        the engine is told ``True`` for every request that was sent.
         """
         try:
-            canonical, host = canonicalize(request.url)
-        except UrlError as exc:
-            self.stats.inc_value("frontier/dropped/bad_url")
-            logger.debug("Frontier dropped %s: %s", request.url, exc)
+            normalized, host = self.url_filter.check(request.url, request.meta.get("depth", 0))
+        except Dropped as dropped:
+            self.stats.inc_value(f"urls/dropped/{dropped.reason}")
+            logger.debug("Dropped %s: %s", request.url, dropped)
             return False
-        fingerprint = url_fingerprint(canonical, request.method, request.body)
+        fingerprint = url_fingerprint(normalized, request.method, request.body)
         if not request.dont_filter and fingerprint in self._local_seen:
             self.stats.inc_value("frontier/duplicate/local")
             return False
-        assert self.codec is not None, "enqueue_request() before open()"
+        assert self.codec is not None and self.frontier is not None, "enqueue_request() before open()"
+        if normalized != request.url:
+            request = request.replace(url=normalized, meta={**request.meta, "verbatim_url": True})
         try:
             encoded = self.codec.encode(request)
         except CodecError as exc:
@@ -248,43 +266,58 @@ class FrontierScheduler(BaseScheduler):
             self.stats.inc_value("frontier/meta_dropped", len(encoded.dropped_keys))
             logger.debug("Frontier stored %s without non-plain meta %s", request.url, encoded.dropped_keys)
         self._local_seen.add(fingerprint)
+        flags = (DONT_FILTER if request.dont_filter else 0) | (EXACT_ONLY if request.meta.get(EXACT_SEEN_META) else 0)
         self._enqueues.append(
-            EnqueueEntry(fingerprint, host, self.levels.level(request.priority), request.dont_filter, encoded.blob)
+            self.frontier.entry(
+                fingerprint, host, self.domains(host), self.levels.level(request.priority), encoded.blob, flags
+            )
         )
         if len(self._enqueues) == 1:
             self._poke()
         return True
 
     def enqueue_urls(
-        self, urls: Iterable[str], *, depth: int, callback: str | None = None, priority: int = 0
+        self,
+        urls: Iterable[str],
+        *,
+        depth: int,
+        callback: str | None = None,
+        priority: int = 0,
+        meta: dict[str, Any] | None = None,
+        exact_seen: bool = False,
     ) -> int:
         """Queue plain GET requests for many URLs at once; returns how many were sent.
 
-        The bulk path for discovered links: the same seen check, routing and
-        durability as :meth:`enqueue_request` (the links are stored before the
-        lease of the page that found them is acked), without building a
-        ``Request`` per link and passing it through the engine. ``callback``
-        names a spider method; the request's ``meta`` is ``{"depth": depth}``.
+        The bulk path for discovered links: the same normalization, filters,
+        seen check, routing and durability as :meth:`enqueue_request` (the
+        links are stored before the lease of the page that found them is
+        acked), without building a ``Request`` per link and passing it through
+        the engine. ``callback`` names a spider method; the request's ``meta``
+        is ``{"depth": depth}`` plus ``meta``. ``exact_seen`` skips the Bloom
+        filter (sitemap URLs: the exact store alone decides).
         """
-        assert self.codec is not None, "enqueue_urls() before open()"
+        assert self.codec is not None and self.frontier is not None, "enqueue_urls() before open()"
         local_seen = self._local_seen
         level = self.levels.level(priority)
         inc = self.stats.inc_value
+        check = self.url_filter.check
+        entry = self.frontier.entry
+        request_meta = {"depth": depth, **(meta or {})}
+        flags = EXACT_ONLY if exact_seen else 0
         sent = 0
         for url in urls:
             try:
-                canonical, host = canonicalize(url)
-            except UrlError as exc:
-                inc("frontier/dropped/bad_url")
-                logger.debug("Frontier dropped %s: %s", url, exc)
+                normalized, host = check(url, depth)
+            except Dropped as dropped:
+                inc(f"urls/dropped/{dropped.reason}")
                 continue
-            fingerprint = url_fingerprint(canonical)
+            fingerprint = url_fingerprint(normalized)
             if fingerprint in local_seen:
                 inc("frontier/duplicate/local")
                 continue
             local_seen.add(fingerprint)
-            blob = self.codec.encode_link(url, callback, depth, priority)
-            self._enqueues.append(EnqueueEntry(fingerprint, host, level, False, blob))
+            blob = self.codec.encode_link(normalized, callback, request_meta, priority)
+            self._enqueues.append(entry(fingerprint, host, self.domains(host), level, blob, flags))
             sent += 1
         if sent:
             self._poke()
@@ -461,6 +494,12 @@ class FrontierScheduler(BaseScheduler):
             inc("frontier/enqueued", result.added)
         if result.duplicates:
             inc("frontier/duplicate", result.duplicates)
+        if result.over_host_budget:
+            inc("urls/dropped/host_budget", result.over_host_budget)
+        if result.over_domain_budget:
+            inc("urls/dropped/domain_budget", result.over_domain_budget)
+        if result.bloom_false_positives:
+            inc("frontier/bloom_false_positive", result.bloom_false_positives)
         if result.acked:
             inc("frontier/acked", result.acked)
         if result.stale:

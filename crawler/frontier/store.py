@@ -34,7 +34,9 @@ from redis.exceptions import NoScriptError
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.keys import FrontierKeys
 from crawler.frontier.outcome import HostSignal, LeaseAction
+from crawler.frontier.seen import SeenConfig
 from crawler.politeness.backoff import BackoffPolicy
+from crawler.urls.fingerprint import bloom_positions, exact_key
 
 SCRIPT_NAMES = ("enqueue", "claim", "ack", "release", "revive")
 
@@ -46,12 +48,22 @@ def load_script_source(name: str) -> str:
     return common + "\n" + (package / f"{name}.lua").read_text(encoding="utf-8")
 
 
+#: EnqueueEntry flags.
+DONT_FILTER = 1
+EXACT_ONLY = 2
+
+
 @dataclass(frozen=True, slots=True)
 class EnqueueEntry:
-    fingerprint: bytes
+    """One request for the enqueue script (see ``lua/enqueue.lua``)."""
+
+    exact_key: int
+    bloom_positions: bytes
+    exact_set: int
     host: str
+    domain: str
     level: int
-    dont_filter: bool
+    flags: int
     blob: bytes
 
 
@@ -115,6 +127,9 @@ class ClaimResult:
 class StepResult:
     added: int = 0
     duplicates: int = 0
+    over_host_budget: int = 0
+    over_domain_budget: int = 0
+    bloom_false_positives: int = 0
     acked: int = 0
     stale: int = 0
     released: int = 0
@@ -147,11 +162,17 @@ class RedisFrontier:
     """Async access to one shard of the frontier. Never blocks the event loop."""
 
     def __init__(
-        self, client: Redis, keys: FrontierKeys, config: FrontierConfig, backoff: BackoffPolicy | None = None
+        self,
+        client: Redis,
+        keys: FrontierKeys,
+        config: FrontierConfig,
+        backoff: BackoffPolicy | None = None,
+        seen: SeenConfig | None = None,
     ) -> None:
         self.client = client
         self.keys = keys
         self.config = config
+        self.seen = seen or SeenConfig.sized(1_000_000, 0.01)
         backoff = backoff or BackoffPolicy()
         self._backoff_args = (
             int(backoff.throttle_base * 1000),
@@ -173,6 +194,15 @@ class RedisFrontier:
     async def enqueue(self, entries: list[EnqueueEntry]) -> tuple[int, int]:
         result = await self.step(enqueues=entries)
         return result.added, result.duplicates
+
+    def entry(
+        self, fingerprint: bytes, host: str, domain: str, level: int, blob: bytes, flags: int = 0
+    ) -> EnqueueEntry:
+        """An enqueue entry for a URL fingerprint (:func:`crawler.urls.url_fingerprint`)."""
+        key = exact_key(fingerprint)
+        seen = self.seen
+        positions = bloom_positions(fingerprint, seen.bloom_bits, seen.bloom_hashes)
+        return EnqueueEntry(key, positions, seen.exact_set(key), host, domain, level, flags, blob)
 
     async def claim(self, now_ms: int, max_claim: int) -> ClaimResult:
         result = await self.step(claim=max_claim, now_ms=now_ms)
@@ -233,11 +263,12 @@ class RedisFrontier:
         pipe = self.client.pipeline(transaction=False)
         if enqueues:
             batch = self.config.enqueue_batch
+            head = [prefix, self.seen.bloom_hashes, self.config.host_page_budget, self.config.domain_page_budget]
             for start in range(0, len(enqueues), batch):
-                args: list[Any] = [prefix]
-                for entry in enqueues[start : start + batch]:
-                    args += (entry.fingerprint, entry.host, entry.level, 1 if entry.dont_filter else 0, entry.blob)
-                pipe.evalsha(self._shas["enqueue"], 1, keys.seen, *args)
+                args: list[Any] = list(head)
+                for e in enqueues[start : start + batch]:
+                    args += (e.exact_key, e.bloom_positions, e.exact_set, e.host, e.domain, e.level, e.flags, e.blob)
+                pipe.evalsha(self._shas["enqueue"], 1, keys.bloom, *args)
                 order.append("enqueue")
         if completions:
             args = [prefix, now_ms, *self._backoff_args]
@@ -274,18 +305,25 @@ class RedisFrontier:
             return StepResult()
         replies = await pipe.execute()
         added = duplicates = acked = stale = released = requeued = dead = parked = 0
+        over_host = over_domain = false_positives = 0
         claim_result = None
         for kind, reply in zip(order, replies):
             if kind == "enqueue":
                 added += int(reply[0])
                 duplicates += int(reply[1])
+                over_host += int(reply[2])
+                over_domain += int(reply[3])
+                false_positives += int(reply[4])
             elif kind == "ack":
                 acked, stale, requeued, dead, parked = (int(x) for x in reply)
             elif kind == "release":
                 released = int(reply)
             elif kind == "claim":
                 claim_result = self._parse_claim(reply)
-        return StepResult(added, duplicates, acked, stale, released, claim_result, requeued, dead, parked)
+        return StepResult(
+            added, duplicates, over_host, over_domain, false_positives, acked, stale, released, claim_result,
+            requeued, dead, parked,
+        )
 
     @staticmethod
     def _parse_claim(reply: list[Any]) -> ClaimResult:
@@ -346,7 +384,7 @@ class RedisFrontier:
         pipe.zcard(keys.leases)
         pipe.scard(keys.active)
         pipe.zcard(keys.ready)
-        pipe.scard(keys.seen)
+        pipe.get(keys.key("seencount"))
         for level in range(self.config.levels):
             pipe.llen(keys.front(level))
         replies = await pipe.execute()
@@ -355,6 +393,6 @@ class RedisFrontier:
             leased=int(replies[1]),
             active_hosts=int(replies[2]),
             ready_hosts=int(replies[3]),
-            seen=int(replies[4]),
+            seen=int(replies[4] or 0),
             front=tuple(int(x) for x in replies[5:]),
         )

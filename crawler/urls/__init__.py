@@ -1,5 +1,20 @@
-"""URL handling: canonical form and fingerprints."""
+"""URLs: normalization, fingerprints, filters and registered domains (pure, no I/O)."""
 
-from crawler.urls.canonical import NORMALIZATION_VERSION, UrlError, canonicalize, host_of, url_fingerprint
+from crawler.urls.fingerprint import bloom_positions, exact_key, url_fingerprint
+from crawler.urls.normalize import NORMALIZATION_VERSION, NormalizationConfig, UrlError, normalize_url
 
-__all__ = ["NORMALIZATION_VERSION", "UrlError", "canonicalize", "host_of", "url_fingerprint"]
+__all__ = [
+    "NORMALIZATION_VERSION",
+    "NormalizationConfig",
+    "UrlError",
+    "bloom_positions",
+    "exact_key",
+    "host_of",
+    "normalize_url",
+    "url_fingerprint",
+]
+
+
+def host_of(url: str) -> str:
+    """The host a URL's politeness is counted against (normalized, no port)."""
+    return normalize_url(url)[1]

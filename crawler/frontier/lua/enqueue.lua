@@ -1,33 +1,91 @@
--- Seen-check and enqueue a batch of requests, atomically per request.
--- KEYS[1]: the shard's seen set (anchors the script to the shard's slot)
--- ARGV[1]: shard prefix P
--- then 5 values per request: fingerprint, host, level, flags, encoded request
---   flags bit 1: dont_filter (enqueue even if the fingerprint was seen)
+-- Seen-check, budget-check and enqueue a batch of requests, atomically per request.
+-- KEYS[1]: the shard's Bloom filter bitmap (anchors the script to the shard's slot)
+-- ARGV[1]: shard prefix P; ARGV[2]: number of Bloom hashes k;
+-- ARGV[3]: host page budget (0: none); ARGV[4]: domain page budget (0: none)
+-- then 8 values per request: 64-bit fingerprint (decimal), Bloom positions
+--   (k little-endian uint32), exact-store set index, host, registered domain,
+--   level, flags, encoded request.
+--   flags bit 1: dont_filter (enqueue even if seen);
+--   flags bit 2: exact only (skip the Bloom filter: its answer is never needed
+--   for correctness, only for speed)
+-- Seen check: a Bloom bit at 0 means new; else the exact store decides (a
+-- Bloom false positive is counted and the URL still enqueued). A new URL over
+-- its host's or domain's budget is dropped and not recorded as seen.
 -- A request whose host owns a back queue goes straight into it; otherwise it
 -- waits in the front queue of its level until the refill activates its host.
--- Returns {added, duplicates}.
+-- Returns {added, duplicates, over host budget, over domain budget, bloom false positives}.
 local P = ARGV[1]
-local seen = KEYS[1]
+local k = tonumber(ARGV[2])
+local host_budget = tonumber(ARGV[3])
+local domain_budget = tonumber(ARGV[4])
+local bloom = KEYS[1]
 local active = P .. 'active'
 local reqs = P .. 'req'
-local added, duplicates = 0, 0
-for i = 2, #ARGV, 5 do
-  local fp, host, level, flags = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
-  local is_new = redis.call('SADD', seen, fp)
-  if is_new == 1 or flags % 2 == 1 then
+local host_pages = P .. 'budget:host'
+local domain_pages = P .. 'budget:domain'
+local format = '<' .. string.rep('I4', k)
+local added, duplicates, over_host, over_domain, false_positives = 0, 0, 0, 0, 0
+for i = 5, #ARGV, 8 do
+  local fp, positions, set, host, domain = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+  local level, flags = tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])
+  local exact = P .. 'seen:x:' .. set
+  local dont_filter = flags % 2 == 1
+  local exact_only = math.floor(flags / 2) % 2 == 1
+  local status = 'new'
+  if not dont_filter then
+    local maybe = true
+    if not exact_only then
+      local bits = {struct.unpack(format, positions)}
+      for j = 1, k do
+        if redis.call('GETBIT', bloom, bits[j]) == 0 then
+          maybe = false
+          break
+        end
+      end
+    end
+    if maybe then
+      if redis.call('SISMEMBER', exact, fp) == 1 then
+        status = 'dup'
+      elseif not exact_only then
+        false_positives = false_positives + 1
+      end
+    end
+    if status == 'new' and host_budget > 0
+        and tonumber(redis.call('HGET', host_pages, host) or '0') >= host_budget then
+      status = 'host'
+    elseif status == 'new' and domain_budget > 0
+        and tonumber(redis.call('HGET', domain_pages, domain) or '0') >= domain_budget then
+      status = 'domain'
+    end
+  end
+  if status == 'new' then
+    local bits = {struct.unpack(format, positions)}
+    for j = 1, k do
+      redis.call('SETBIT', bloom, bits[j], 1)
+    end
+    redis.call('SADD', exact, fp)
+    if not dont_filter then
+      redis.call('HINCRBY', host_pages, host, 1)
+      redis.call('HINCRBY', domain_pages, domain, 1)
+    end
     local id = redis.call('INCR', P .. 'seq')
-    redis.call('HSET', reqs, id, ARGV[i + 4])
+    redis.call('HSET', reqs, id, ARGV[i + 7])
     if redis.call('SISMEMBER', active, host) == 1 then
       redis.call('ZADD', P .. 'q:' .. host, fmt(level * SCALE + id), id)
     else
       redis.call('LPUSH', P .. 'front:' .. level, host .. ' ' .. id)
     end
     added = added + 1
-  else
+  elseif status == 'dup' then
     duplicates = duplicates + 1
+  elseif status == 'host' then
+    over_host = over_host + 1
+  else
+    over_domain = over_domain + 1
   end
 end
 if added > 0 then
   redis.call('INCRBY', P .. 'queued', added)
+  redis.call('INCRBY', P .. 'seencount', added)
 end
-return {added, duplicates}
+return {added, duplicates, over_host, over_domain, false_positives}

@@ -1,0 +1,32 @@
+"""Fingerprints of normalized URLs, and the positions a URL takes in the Bloom filter."""
+
+from __future__ import annotations
+
+import struct
+from hashlib import blake2b
+
+_POSITIONS = {k: struct.Struct(f"<{k}I") for k in range(1, 33)}
+
+
+def url_fingerprint(normalized_url: str, method: str = "GET", body: bytes = b"") -> bytes:
+    """128-bit (16-byte) BLAKE2b fingerprint of a normalized URL (plus method and body if not a plain GET)."""
+    digest = blake2b(normalized_url.encode("utf-8", "surrogateescape"), digest_size=16)
+    if method != "GET" or body:
+        digest.update(b"\0" + method.encode("ascii", "replace") + b"\0" + body)
+    return digest.digest()
+
+
+def exact_key(fingerprint: bytes) -> int:
+    """The 64-bit signed integer stored in the exact seen store (intset-friendly)."""
+    return int.from_bytes(fingerprint[:8], "big", signed=True)
+
+
+def bloom_positions(fingerprint: bytes, bits: int, hashes: int) -> bytes:
+    """``hashes`` bit positions in a ``bits``-bit filter, packed as little-endian uint32.
+
+    Kirsch-Mitzenmacher double hashing from the 128-bit fingerprint:
+    ``(h1 + i * h2) mod bits`` with ``h1``, ``h2`` its two 64-bit halves.
+    """
+    h1 = int.from_bytes(fingerprint[:8], "little")
+    h2 = int.from_bytes(fingerprint[8:16], "little") | 1
+    return _POSITIONS[hashes].pack(*[(h1 + i * h2) % bits for i in range(hashes)])
