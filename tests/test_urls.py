@@ -1,0 +1,243 @@
+"""URL normalization (RFC 3986 sections 5 and 6), filters and registered domains."""
+
+from __future__ import annotations
+
+from urllib.parse import urljoin
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scrapy.settings import Settings
+
+from crawler.exceptions import ConfigurationError
+from crawler.urls import NormalizationConfig, UrlError, normalize_url
+from crawler.urls.domains import RegisteredDomains
+from crawler.urls.filters import DropReason, Dropped, FilterConfig, UrlFilter, repeated_segments
+from crawler.urls.normalize import remove_dot_segments
+
+
+def norm(url: str, config: NormalizationConfig | None = None) -> str:
+    return normalize_url(url, config or NormalizationConfig())[0]
+
+
+# -- RFC 3986 section 5.4: reference resolution --------------------------------------------
+
+BASE = "http://a/b/c/d;p?q"
+RFC_5_4 = {
+    # 5.4.1 normal examples
+    "g:h": "g:h", "g": "http://a/b/c/g", "./g": "http://a/b/c/g", "g/": "http://a/b/c/g/", "/g": "http://a/g",
+    "//g": "http://g", "?y": "http://a/b/c/d;p?y", "g?y": "http://a/b/c/g?y", "#s": "http://a/b/c/d;p?q#s",
+    "g#s": "http://a/b/c/g#s", "g?y#s": "http://a/b/c/g?y#s", ";x": "http://a/b/c/;x", "g;x": "http://a/b/c/g;x",
+    "g;x?y#s": "http://a/b/c/g;x?y#s", "": "http://a/b/c/d;p?q", ".": "http://a/b/c/", "./": "http://a/b/c/",
+    "..": "http://a/b/", "../": "http://a/b/", "../g": "http://a/b/g", "../..": "http://a/", "../../": "http://a/",
+    "../../g": "http://a/g",
+    # 5.4.2 abnormal examples
+    "../../../g": "http://a/g", "../../../../g": "http://a/g", "/./g": "http://a/g", "/../g": "http://a/g",
+    "g.": "http://a/b/c/g.", ".g": "http://a/b/c/.g", "g..": "http://a/b/c/g..", "..g": "http://a/b/c/..g",
+    "./../g": "http://a/b/g", "./g/.": "http://a/b/c/g/", "g/./h": "http://a/b/c/g/h", "g/../h": "http://a/b/c/h",
+    "g;x=1/./y": "http://a/b/c/g;x=1/y", "g;x=1/../y": "http://a/b/c/y", "g?y/./x": "http://a/b/c/g?y/./x",
+    "g?y/../x": "http://a/b/c/g?y/../x", "g#s/./x": "http://a/b/c/g#s/./x", "g#s/../x": "http://a/b/c/g#s/../x",
+    # "http:g" is "http:g" for strict parsers and "http://a/b/c/g" for backward-compatible
+    # ones; RFC 3986 allows both, urljoin gives the second.
+    "http:g": "http://a/b/c/g",
+}
+
+
+@pytest.mark.parametrize(("reference", "target"), RFC_5_4.items())
+def test_reference_resolution_rfc3986_5_4(reference: str, target: str) -> None:
+    assert urljoin(BASE, reference) == target
+
+
+@pytest.mark.parametrize(
+    ("path", "result"),
+    [("/a/b/c/./../../g", "/a/g"), ("mid/content=5/../6", "mid/6"), ("/../a", "/a"), ("/a/.", "/a/"),
+     ("/a/..", "/"), ("/", "/"), ("/a//b/../c", "/a//c")],
+)
+def test_remove_dot_segments_rfc3986_5_2_4(path: str, result: str) -> None:
+    assert remove_dot_segments(path) == result
+
+
+# -- RFC 3986 section 6.2: equivalences -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "variants",
+    [
+        # 6.2.2.1 case: scheme, host and percent-escapes
+        ["HTTP://www.Example.com/", "http://www.example.com/"],
+        ["http://example.com/%7Ea%2fb", "http://example.com/~a%2Fb"],
+        # 6.2.2.2 unreserved escapes decode
+        ["http://example.com/%7Esmith/home.html", "http://example.com/~smith/home.html"],
+        ["http://example.com/%41%42c", "http://example.com/ABc"],
+        # 6.2.2.3 dot segments
+        ["http://example.com/a/./b/../c", "http://example.com/a/c"],
+        # 6.2.3 scheme-based: empty path, default port
+        ["http://example.com", "http://example.com/", "http://example.com:/", "http://example.com:80/"],
+        ["https://example.com:443/x", "https://example.com/x"],
+    ],
+)
+def test_rfc3986_6_2_equivalences(variants: list[str]) -> None:
+    assert len({norm(v) for v in variants}) == 1
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://example.com/a#frag", "http://example.com/a"),
+        ("http://EXAMPLE.com.:8080/", "http://example.com:8080/"),
+        ("http://user:secret@example.com/", "http://example.com/"),
+        ("http://bücher.example/ü", "http://xn--bcher-kva.example/%C3%BC"),
+        ("http://example.com/a b", "http://example.com/a%20b"),
+        ("http://example.com/100%", "http://example.com/100%25"),
+        ("http://example.com/%zz", "http://example.com/%25zz"),
+        # reserved escapes stay encoded
+        ("http://example.com/a%2fb%23c%3fd%26e%3df%2bg", "http://example.com/a%2Fb%23c%3Fd%26e%3Df%2Bg"),
+        ("http://example.com/?q=a%2Bb&x=%41", "http://example.com/?q=a%2Bb&x=A"),
+        # tracking and session parameters
+        ("http://example.com/p?utm_source=x&id=3&UTM_Medium=y&gclid=1&b=2", "http://example.com/p?id=3&b=2"),
+        ("http://example.com/p?fbclid=1&mc_cid=2&mc_eid=3", "http://example.com/p"),
+        ("http://example.com/p?PHPSESSID=abc&x=1&sid=9", "http://example.com/p?x=1"),
+        ("http://example.com/p;jsessionid=ABC123?x=1", "http://example.com/p?x=1"),
+        ("http://example.com/a;JSESSIONID=1/b;v=2", "http://example.com/a/b;v=2"),
+        ("http://example.com/p?a=1&&b=2&", "http://example.com/p?a=1&b=2"),
+        ("http://example.com/p?b=2&a=1", "http://example.com/p?b=2&a=1"),  # order kept
+        ("http://[::1]:8080/x", "http://[::1]:8080/x"),
+    ],
+)
+def test_normalization_table(url: str, expected: str) -> None:
+    assert norm(url) == expected
+
+
+def test_sorted_query_and_custom_lists() -> None:
+    config = NormalizationConfig.from_settings(
+        Settings({"URL_SORT_QUERY": True, "URL_TRACKING_PARAMS": ["ref", "src_*"], "URL_SESSION_PARAMS": ["token"]})
+    )
+    assert norm("http://x.test/?b=2&a=1&a=0&ref=z&src_a=1&utm_source=kept&token=9", config) == (
+        "http://x.test/?a=0&a=1&b=2&utm_source=kept"
+    )
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["ftp://x.test/", "http:///nohost", "http://x.test:99999/", "http://a..b/", "http://ex ample.com/",
+     "http://x.test/\x00", "javascript:alert(1)", "http://[::1/", "http://%41.test/", "//x.test/"],
+)
+def test_bad_urls_raise_url_error(url: str) -> None:
+    with pytest.raises(UrlError):
+        normalize_url(url)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(max_size=200))
+def test_normalization_never_raises_anything_but_url_error(text: str) -> None:
+    try:
+        normalize_url(text)
+    except UrlError:
+        pass
+
+
+URL_PARTS = st.builds(
+    lambda scheme, host, port, path, query, frag: f"{scheme}://{host}{port}{path}{query}{frag}",
+    st.sampled_from(["http", "HTTP", "https"]),
+    st.from_regex(r"[A-Za-z0-9]{1,8}(\.[A-Za-z0-9]{1,8}){0,3}", fullmatch=True),
+    st.sampled_from(["", ":80", ":443", ":8080"]),
+    st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=40).map(lambda t: "/" + t),
+    st.text(alphabet="abc=&%2F+utm_sidx;", max_size=30).map(lambda t: "?" + t if t else ""),
+    st.text(max_size=5).map(lambda t: "#" + t if t else ""),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(URL_PARTS)
+def test_normalization_is_idempotent(url: str) -> None:
+    try:
+        once = norm(url)
+    except UrlError:
+        return
+    assert norm(once) == once
+
+
+# -- filters -----------------------------------------------------------------------------------
+
+
+def drop_reason(url: str, depth: int = 0, **settings: object) -> DropReason | None:
+    url_filter = UrlFilter(FilterConfig.from_settings(Settings(settings)))
+    try:
+        url_filter.check(url, depth)
+    except Dropped as dropped:
+        return dropped.reason
+    return None
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://x.test/page.html", None),
+        ("mailto:someone@x.test", DropReason.SCHEME),
+        ("ftp://x.test/file", DropReason.SCHEME),
+        ("http://x.test:notaport/", DropReason.MALFORMED),
+        ("http://x.test/" + "a" * 3000, DropReason.LENGTH),
+        ("http://x.test/photo.JPG", DropReason.EXTENSION),
+        ("http://x.test/paper.pdf?download=1", DropReason.EXTENSION),
+        ("http://x.test/archive.tar.gz", DropReason.EXTENSION),
+        ("http://x.test/a/b/a/b/a/b", DropReason.REPEATED_SEGMENTS),
+        ("http://x.test/a/a/a/page", DropReason.REPEATED_SEGMENTS),
+        ("http://x.test/a/b/a/b/page", None),
+        ("http://x.test/2024/01/01/", None),
+    ],
+)
+def test_default_filters(url: str, reason: DropReason | None) -> None:
+    assert drop_reason(url) == reason
+
+
+def test_filter_settings(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text("# blocked\nbad.test\n")
+    patterns = tmp_path / "patterns.txt"
+    patterns.write_text(r"/calendar/\d{4}" + "\n")
+    common = {"URL_BLOCKED_HOSTS_FILE": str(hosts), "URL_BLOCKED_PATTERNS_FILE": str(patterns)}
+    assert drop_reason("http://www.bad.test/", **common) == DropReason.BLOCKED_HOST
+    assert drop_reason("http://notbad.test/", **common) is None
+    assert drop_reason("http://x.test/calendar/2031/01", **common) == DropReason.BLOCKED_PATTERN
+    assert drop_reason("http://x.test/p", depth=26) == DropReason.DEPTH
+    assert drop_reason("http://x.test/p", depth=26, URL_MAX_DEPTH=0) is None
+    assert drop_reason("http://x.test/doc.pdf", URL_ALLOW_EXTENSIONS=["pdf"]) is None
+    scoped = {"URL_ALLOWED_DOMAINS": ["x.test"], "URL_ALLOWED_PREFIXES": ["http://y.test/docs/"]}
+    assert drop_reason("http://sub.x.test/", **scoped) is None
+    assert drop_reason("http://y.test/docs/a", **scoped) is None
+    assert drop_reason("http://y.test/blog/", **scoped) == DropReason.OUT_OF_SCOPE
+    assert drop_reason("http://x.test/" + "a" * 100, URL_MAX_LENGTH=64) == DropReason.LENGTH
+    with pytest.raises(ConfigurationError, match="URL_BLOCKED_PATTERNS"):
+        FilterConfig.from_settings(Settings({"URL_BLOCKED_PATTERNS": ["(unclosed"]}))
+    with pytest.raises(ConfigurationError, match="URL_BLOCKED_HOSTS_FILE"):
+        FilterConfig.from_settings(Settings({"URL_BLOCKED_HOSTS_FILE": str(tmp_path / "missing")}))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300))
+def test_filters_never_raise_on_hostile_input(text: str) -> None:
+    url_filter = UrlFilter(FilterConfig())
+    try:
+        url_filter.check(text)
+        url_filter.check("http://x.test/" + text)
+    except Dropped:
+        pass
+
+
+def test_repeated_segments() -> None:
+    assert repeated_segments("/a/b/c/a/b/c/a/b/c/a", 2) is False  # triples are not checked
+    assert repeated_segments("/x/" + "y/" * 3, 2) is True
+    assert repeated_segments("/" + "a/" * 500, 2) is True  # linear, whatever the length
+
+
+# -- registered domains ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "domain"),
+    [("www.bbc.co.uk", "bbc.co.uk"), ("a.b.example.com", "example.com"), ("user.github.io", "user.github.io"),
+     ("h1.farm.test", "farm.test"), ("127.0.0.1", "127.0.0.1"), ("localhost", "localhost"),
+     ("xn--bcher-kva.de", "xn--bcher-kva.de")],
+)
+def test_registered_domains_offline(host: str, domain: str) -> None:
+    assert RegisteredDomains()(host) == domain
