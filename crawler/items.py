@@ -12,6 +12,10 @@ class PageItem:
     ``headers`` keeps every response header as ``(name, value)`` pairs in the
     order received; ``body`` is the payload as the downloader delivered it.
     ``outlinks`` are the absolute links found in HTML (empty for other types).
+    ``canonical_url`` is the page's rel="canonical" (link element, else HTTP
+    ``Link`` header), normalized; ``primary`` is False when the page names
+    another URL of the same registered domain as its canonical: that URL is
+    crawled as the primary copy and consumers of primary pages skip this one.
     """
 
     url: str
@@ -24,3 +28,5 @@ class PageItem:
     depth: int
     outlinks: list[str] = field(default_factory=list)
     redirect_to: str | None = None
+    canonical_url: str | None = None
+    primary: bool = True

@@ -11,6 +11,8 @@ document order.
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
 from selectolax.lexbor import LexborHTMLParser
@@ -56,10 +58,34 @@ def resolve(base: _Base, href: str) -> str | None:
     return url
 
 
+@dataclass(frozen=True)
+class PageLinks:
+    #: Unique absolute http(s) outlinks, in document order.
+    links: list[str]
+    #: The ``<link rel="canonical">`` target, resolved, if any.
+    canonical: str | None = None
+
+
+_LINK_CANONICAL = re.compile(r'<\s*([^>]+)>\s*;[^,]*?\brel\s*=\s*"?canonical\b', re.IGNORECASE)
+
+
+def canonical_from_link_header(value: str | None, page_url: str) -> str | None:
+    """The target of ``Link: <url>; rel="canonical"`` (RFC 8288), resolved, if any."""
+    if not value:
+        return None
+    match = _LINK_CANONICAL.search(value)
+    if match is None:
+        return None
+    return resolve(_Base(page_url), match.group(1))
+
+
 class LinkExtractor:
     """Extracts outlinks of HTML documents. Stateless; cheap to share."""
 
     def extract(self, body: bytes | str, page_url: str) -> list[str]:
+        return self.extract_page(body, page_url).links
+
+    def extract_page(self, body: bytes | str, page_url: str) -> PageLinks:
         tree = LexborHTMLParser(body)
         base = _Base(page_url)
         base_node = tree.css_first("base[href]")
@@ -81,4 +107,8 @@ class LinkExtractor:
             if url is not None and url not in seen_links:
                 seen_links.add(url)
                 links.append(url)
-        return links
+        canonical = None
+        canonical_node = tree.css_first('link[rel~="canonical" i][href]')
+        if canonical_node is not None:
+            canonical = resolve(base, canonical_node.attributes.get("href") or "")
+        return PageLinks(links, canonical)

@@ -30,7 +30,7 @@ SCENARIO: dict[str, Any] = {
         "4": {"redirects": 3, "body": "User-agent: *\nDisallow: /p/1\n"},
         "5": {"redirects": 7, "body": "User-agent: *\nDisallow: /\n"},
         "6": {"body": "User-agent: *\nDisallow: /p/2\n", "pad": 600_000, "after_pad": "User-agent: *\nDisallow: /\n"},
-        "7": {"body": "User-agent: *\nCrawl-delay: 1\nSitemap: https://example.org/sitemap.xml\n"},
+        "7": {"body": "User-agent: *\nCrawl-delay: 1\nSitemap: http://127.20.1.8:{port}/sitemap.xml\n"},
         "8": {"body": "User-agent: crawler\nDisallow: /p/\nAllow: /p/1$\nDisallow: /*.html$\n\n"
                       "User-agent: *\nDisallow: /\n"},
         "9": {"body": "User-agent: *\nCrawl-delay: 1000\n"},
@@ -109,7 +109,8 @@ def crawl(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) -
         for key, value in client.hgetall(FrontierKeys(crawl_id).key("deadinfo")).items()
     }
     sitemaps = client.smembers(FrontierKeys(crawl_id).key("sitemaps:" + host_ip(7)))
-    return {"result": result, "hosts": by_host(entries), "all": entries, "dead": dead, "sitemaps": sitemaps}
+    return {"result": result, "hosts": by_host(entries), "all": entries, "dead": dead, "sitemaps": sitemaps,
+            "port": web.port}
 
 
 def test_the_crawl_finishes(crawl: dict[str, Any]) -> None:
@@ -164,9 +165,9 @@ def test_only_the_first_500_kib_of_robots_are_parsed(crawl: dict[str, Any]) -> N
 
 
 def test_crawl_delay_raises_the_host_delay_and_is_capped(crawl: dict[str, Any]) -> None:
-    for host, delay in ((7, 1.0), (9, 2.0)):
+    for host, delay, requests in ((7, 1.0, 6), (9, 2.0, 5)):  # host 7 also has a sitemap
         entries = crawl["hosts"][host]
-        assert len(entries) == 5
+        assert len(entries) == requests
         gaps = [b.start - a.end for a, b in itertools.pairwise(entries)]
         assert min(gaps) >= delay - 0.01, (host, gaps)
     assert stat(crawl["result"].stderr, "robots/crawl_delay_capped") == 1
@@ -178,7 +179,8 @@ def test_group_of_our_token_longest_match_allow_wins_and_wildcards(crawl: dict[s
 
 
 def test_sitemap_lines_are_recorded(crawl: dict[str, Any]) -> None:
-    assert crawl["sitemaps"] == {b"https://example.org/sitemap.xml"}
+    assert crawl["sitemaps"] == {f"http://{host_ip(7)}:{crawl['port']}/sitemap.xml".encode()}
+    assert "/sitemap.xml" in paths(crawl["hosts"][7])  # fetched through the frontier (a 404 here)
 
 
 def test_429_waits_at_least_retry_after_in_both_forms(crawl: dict[str, Any]) -> None:

@@ -7,7 +7,7 @@
   ``download_stopped``, and is recorded without being parsed. A ``.html`` URL
   serving gigabytes of ``application/octet-stream`` costs one read. A missing
   Content-Type is allowed (the page is sniffed by the parser). robots.txt
-  fetches are always allowed. Counted in ``fetch/content_type_skipped``.
+  and sitemap fetches are always allowed. Counted in ``fetch/content_type_skipped``.
 * **Size**: Scrapy's ``DOWNLOAD_MAXSIZE`` aborts a body while it streams (and
   a declared ``Content-Length`` over it before reading); counted in
   ``fetch/size_exceeded`` by the retry middleware, never retried.
@@ -28,6 +28,7 @@ from scrapy.exceptions import IgnoreRequest, StopDownload
 
 from crawler.middlewares.robots import ROBOTS_META
 from crawler.settings_parsing import get_int
+from crawler.sitemaps import SITEMAP_META
 
 if TYPE_CHECKING:
     from typing import Self
@@ -69,7 +70,8 @@ class FetchLimitsMiddleware:
         return middleware
 
     def _headers_received(self, headers: Headers, body_length: int, request: Request, spider: Any = None) -> None:
-        if ROBOTS_META in request.meta:
+        meta = request.meta
+        if ROBOTS_META in meta or SITEMAP_META in meta:
             return
         kind = media_type(headers.get(b"Content-Type"))
         if kind and kind not in self.allowed_types:

@@ -50,6 +50,7 @@ from crawler.robots.policy import (
     record_for_too_many_redirects,
 )
 from crawler.robots.store import RobotsStore
+from crawler.sitemaps import SitemapSettings, sitemap_meta
 from crawler.urls import UrlError, host_of
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ class RobotsTxtMiddleware:
         self.provider = provider
         self.stats = stats
         self.keys = FrontierKeys(crawl_id_for(crawler))
+        self.sitemaps = SitemapSettings.from_settings(crawler.settings)
         self.store: RobotsStore | None = None
         # The body cap needs a look at every chunk, but only of robots.txt
         # fetches: the handler is connected only while one is under way.
@@ -128,6 +130,7 @@ class RobotsTxtMiddleware:
         except UrlError:
             host = origin
         rules, capped = await self.store.put(origin, host, record, time.time())
+        self._enqueue_sitemaps(origin, rules)
         if capped:
             self.stats.inc_value("robots/crawl_delay_capped")
             logger.info("%s asks for a Crawl-delay above ROBOTS_MAX_CRAWL_DELAY; using %.0f s",
@@ -142,6 +145,23 @@ class RobotsTxtMiddleware:
                        reason="robots.txt fetched first")
             raise Rescheduled(f"robots.txt of {origin} fetched first")
         return rules
+
+    def _enqueue_sitemaps(self, origin: str, rules: RobotsRules) -> None:
+        """Send the sitemaps robots.txt lists (or ``/sitemap.xml``) to the frontier, once per fetch."""
+        if not self.sitemaps.enabled or rules.record.state is RobotsState.UNREACHABLE:
+            return
+        spider = self.crawler.spider
+        engine = self.crawler.engine
+        enqueue_urls = getattr(engine.scheduler if engine else None, "enqueue_urls", None)
+        if enqueue_urls is None or not callable(getattr(spider, "parse_sitemap", None)):
+            return
+        urls = rules.sitemaps(self.config.max_sitemaps)
+        if not urls and self.sitemaps.fallback:
+            urls = [origin + "/sitemap.xml"]
+        if urls:
+            self.stats.inc_value("sitemaps/listed", len(urls))
+            enqueue_urls(urls, depth=0, callback="parse_sitemap", priority=self.sitemaps.priority,
+                         meta=sitemap_meta(self.sitemaps.max_bytes), exact_seen=True)
 
     def _wait_for_robots(self, request: Request, record: RobotsRecord) -> None:
         """A page of a host whose robots.txt is unreachable: wait, or give up."""

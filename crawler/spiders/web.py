@@ -28,9 +28,19 @@ from scrapy.http import Response
 
 from crawler.bounded import BoundedSet
 from crawler.items import PageItem
-from crawler.links import LinkExtractor
+from crawler.links import LinkExtractor, canonical_from_link_header
 from crawler.seeds import load_seeds
 from crawler.settings_parsing import get_int
+from crawler.sitemaps import (
+    SitemapContent,
+    SitemapError,
+    SitemapKind,
+    SitemapSettings,
+    parse_sitemap,
+    sitemap_meta,
+)
+from crawler.urls import UrlError, normalize_url
+from crawler.urls.domains import RegisteredDomains
 
 logger = logging.getLogger(__name__)
 
@@ -47,8 +57,10 @@ class WebSpider(Spider):
         super().__init__(**kwargs)
         self.seed_urls = load_seeds(seeds, urls)
         self.link_extractor = LinkExtractor()
+        self.domains = RegisteredDomains()
         self._emitted = BoundedSet(0)
         self.max_redirects = 5
+        self.sitemaps = SitemapSettings()
 
     @classmethod
     def validate_arguments(cls, **kwargs: Any) -> list[str]:
@@ -63,6 +75,7 @@ class WebSpider(Spider):
         # Request for each. The frontier's seen set stays the authority.
         spider._emitted = BoundedSet(get_int(crawler.settings, "WEB_LINK_CACHE_SIZE", 200_000, minimum=0))
         spider.max_redirects = get_int(crawler.settings, "REDIRECT_MAX_TIMES", 5, minimum=0)
+        spider.sitemaps = SitemapSettings.from_settings(crawler.settings)
         return spider
 
     async def start(self) -> AsyncIterator[Any]:
@@ -71,10 +84,10 @@ class WebSpider(Spider):
         for url in self.seed_urls:
             yield Request(url, callback=self.parse)
 
-    def parse(self, response: Response) -> Iterator[Any]:
+    def _item(self, response: Response) -> PageItem:
         headers = response.headers
         content_type = headers.get(b"Content-Type") or b""
-        item = PageItem(
+        return PageItem(
             url=response.url,
             status=response.status,
             headers=[
@@ -88,6 +101,11 @@ class WebSpider(Spider):
             fetch_duration=response.meta.get("download_latency"),
             depth=response.meta.get("depth", 0),
         )
+
+    def parse(self, response: Response) -> Iterator[Any]:
+        item = self._item(response)
+        headers = response.headers
+        content_type = headers.get(b"Content-Type") or b""
         depth = item.depth
         if 300 <= response.status < 400:
             location = headers.get(b"Location")
@@ -103,18 +121,105 @@ class WebSpider(Spider):
                     # A redirect is not a step deeper: the target keeps the depth.
                     yield Request(target, callback=self.parse, meta={"depth": depth, "redirect_times": hops})
         elif content_type.split(b";", 1)[0].strip().lower() in _HTML_TYPES and response.body:
-            item.outlinks = self.link_extractor.extract(response.body, response.url)
+            page = self.link_extractor.extract_page(response.body, response.url)
+            item.outlinks = page.links
+            canonical = page.canonical or canonical_from_link_header(self._header(headers, b"Link"), response.url)
+            if canonical:
+                yield from self._canonical(item, canonical, depth)
             yield from self._follow(item.outlinks, depth + 1)
         yield item
 
-    def _follow(self, urls: list[str], depth: int) -> Iterator[Request]:
-        """Follow the URLs not followed before by this process.
+    def parse_sitemap(self, response: Response) -> Iterator[Any]:
+        """A sitemap (listed in robots.txt): follow its sitemaps or its URLs, with their lastmod."""
+        item = self._item(response)
+        stats = self.crawler.stats
+        if response.status == 200 and response.body:
+            try:
+                content = parse_sitemap(response.body, self.sitemaps.max_urls, self.sitemaps.max_bytes)
+            except SitemapError as exc:
+                stats.inc_value("sitemaps/invalid")
+                logger.info("Not a usable sitemap: %s (%s)", response.url, exc)
+            else:
+                stats.inc_value(f"sitemaps/{content.kind}")
+                if content.truncated:
+                    stats.inc_value("sitemaps/truncated")
+                yield from self._sitemap_entries(response, content)
+        yield item
+
+    def _sitemap_entries(self, response: Response, content: SitemapContent) -> Iterator[Request]:
+        if content.kind is SitemapKind.INDEX:
+            children = [entry.loc for entry in content.entries]
+            child_meta = sitemap_meta(self.sitemaps.max_bytes)
+            yield from self._follow(
+                children, 0, callback="parse_sitemap", priority=self.sitemaps.priority, meta=child_meta
+            )
+            return
+        try:
+            home = self.domains(normalize_url(response.url)[1])
+        except UrlError:
+            return
+        by_lastmod: dict[str | None, list[str]] = {}
+        for entry in content.entries:
+            try:
+                host = normalize_url(entry.loc)[1]
+            except UrlError:
+                self.crawler.stats.inc_value("sitemaps/bad_url")
+                continue
+            if self.domains(host) != home:
+                # The protocol: a sitemap lists URLs of its own site only.
+                self.crawler.stats.inc_value("sitemaps/foreign_url")
+                continue
+            by_lastmod.setdefault(entry.lastmod, []).append(entry.loc)
+        for lastmod, urls in by_lastmod.items():
+            self.crawler.stats.inc_value("sitemaps/urls", len(urls))
+            meta: dict[str, Any] = {"from_sitemap": True}
+            if lastmod:
+                meta["sitemap_lastmod"] = lastmod
+            yield from self._follow(urls, 1, priority=self.sitemaps.priority, meta=meta, exact_seen=True, fresh=True)
+
+    @staticmethod
+    def _header(headers: Any, name: bytes) -> str | None:
+        value = headers.get(name)
+        return value.decode("latin-1") if value else None
+
+    def _canonical(self, item: PageItem, canonical: str, depth: int) -> Iterator[Request]:
+        """The rel="canonical" rule: record it; follow it if it is another URL of the same registered domain."""
+        try:
+            target, target_host = normalize_url(canonical)
+            here, here_host = normalize_url(item.url)
+        except UrlError:
+            self.crawler.stats.inc_value("canonical/invalid")
+            return
+        item.canonical_url = target
+        if target == here:
+            return
+        if self.domains(target_host) != self.domains(here_host):
+            # Not trusted across registered domains (a page cannot claim
+            # another site's URL as its primary copy); recorded only.
+            self.crawler.stats.inc_value("canonical/other_domain")
+            return
+        item.primary = False
+        self.crawler.stats.inc_value("canonical/followed")
+        yield from self._follow([target], depth)
+
+    def _follow(
+        self,
+        urls: list[str],
+        depth: int,
+        *,
+        callback: str = "parse",
+        priority: int = 0,
+        meta: dict[str, Any] | None = None,
+        exact_seen: bool = False,
+        fresh: bool = False,
+    ) -> Iterator[Request]:
+        """Follow the URLs not followed before by this process (all of them if ``fresh``).
 
         With the frontier scheduler they go to it in bulk (no Request per
         link); with any other scheduler they are yielded as Requests.
         """
         emitted = self._emitted
-        new = [url for url in urls if url not in emitted]
+        new = urls if fresh else [url for url in urls if url not in emitted]
         if not new:
             return
         for url in new:
@@ -122,8 +227,11 @@ class WebSpider(Spider):
         scheduler = self.crawler.engine.scheduler if self.crawler.engine else None
         enqueue_urls = getattr(scheduler, "enqueue_urls", None)
         if enqueue_urls is not None:
-            enqueue_urls(new, depth=depth, callback="parse")
+            enqueue_urls(new, depth=depth, callback=callback, priority=priority, meta=meta, exact_seen=exact_seen)
             return
+        method = getattr(self, callback)
         for url in new:
-            meta = {"depth": depth, "verbatim_url": True} if _ALREADY_SAFE.match(url) else {"depth": depth}
-            yield Request(url, callback=self.parse, meta=meta)
+            request_meta = {"depth": depth, **(meta or {})}
+            if _ALREADY_SAFE.match(url):
+                request_meta["verbatim_url"] = True
+            yield Request(url, callback=method, priority=priority, meta=request_meta)

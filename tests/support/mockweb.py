@@ -375,7 +375,7 @@ class MockWebServer:
             return Reply(status, "text/plain", b"robots.txt failure", delay=delay)
         if "body" not in rules:
             return Reply(404, "text/plain", b"no robots.txt here", delay=delay)
-        body = str(rules["body"]).encode()
+        body = str(rules["body"]).replace("{port}", str(self.port)).encode()
         if "pad" in rules:
             line = b"# " + b"p" * 97 + b"\n"
             body += line * (int(rules["pad"]) // len(line) + 1)  # type: ignore[call-overload]
