@@ -16,14 +16,17 @@ import redis
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.spiderloader import get_spider_loader
 
+from crawler.downloader.dns import read_hosts_file
 from crawler.exceptions import ConfigurationError
 from crawler.frontier.config import FrontierConfig
+from crawler.frontier.seen import SeenConfig
 from crawler.identity import check_identity
 from crawler.netguard import AddressPolicy
 from crawler.politeness.backoff import BackoffPolicy
 from crawler.redisconn.config import RedisConfig
 from crawler.robots.policy import RobotsConfig
 from crawler.urls import host_of
+from crawler.urls.filters import FilterConfig
 
 if TYPE_CHECKING:
     import argparse
@@ -41,6 +44,14 @@ def preflight(settings: BaseSettings, spider_cls: type, spider_name: str, spider
     AddressPolicy.from_settings(settings)
     RobotsConfig.from_settings(settings)
     BackoffPolicy.from_settings(settings)
+    FilterConfig.from_settings(settings)
+    SeenConfig.from_settings(settings)
+    hosts_file = settings.get("DNS_HOSTS_FILE")
+    if hosts_file:
+        try:
+            read_hosts_file(str(hosts_file))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigurationError("DNS_HOSTS_FILE", f"cannot read {hosts_file!r}: {exc}") from None
     if settings.get("SCHEDULER") != "crawler.frontier.scheduler.FrontierScheduler":
         return
     crawl_id = str(settings.get("FRONTIER_CRAWL_ID") or spider_name)

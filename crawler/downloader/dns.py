@@ -7,6 +7,11 @@ recently used evicted). Addresses refused by the :class:`AddressPolicy` are
 removed from the answer; a name left with none raises
 :class:`BlockedAddressError`. Counted in ``dns/lookups``, ``dns/cache_hits``,
 ``dns/negative_hits``, ``dns/failures`` and ``fetch/blocked_address``.
+
+Names listed in ``DNS_HOSTS_FILE`` (the hosts(5) format: an address, then
+names) are answered from it without a lookup, like ``/etc/hosts`` but for the
+crawler only: pinning names for an intranet crawl or a test web. The address
+guard applies to them as to any answer.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import socket
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -33,6 +38,21 @@ class DnsCacheConfig:
     ttl: float = 300.0
     negative_ttl: float = 30.0
     max_size: int = 10_000
+    #: name -> addresses, from DNS_HOSTS_FILE.
+    static: dict[str, list[str]] = field(default_factory=dict)
+
+
+def read_hosts_file(path: str) -> dict[str, list[str]]:
+    """Parse a hosts(5) file: ``address name [name...]``, ``#`` comments."""
+    static: dict[str, list[str]] = {}
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            fields = line.split("#", 1)[0].split()
+            if len(fields) < 2 or parse_ip(fields[0]) is None:
+                continue
+            for name in fields[1:]:
+                static.setdefault(name.lower().rstrip("."), []).append(fields[0])
+    return static
 
 
 class CachingGuardedResolver(AbstractResolver):
@@ -53,6 +73,10 @@ class CachingGuardedResolver(AbstractResolver):
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
+        pinned = self.config.static.get(host.lower().rstrip("."))
+        if pinned is not None:
+            self.stats.inc_value("dns/static_hits")
+            return self._guard(host, [_pinned(host, address, port) for address in pinned])
         key = (host, port, int(family))
         now = time.monotonic()
         cached = self._cache.get(key)
@@ -73,6 +97,9 @@ class CachingGuardedResolver(AbstractResolver):
                 self._store(key, now + self.config.negative_ttl, exc)
                 raise
             self._store(key, now + self.config.ttl, answer)
+        return self._guard(host, answer)
+
+    def _guard(self, host: str, answer: list[ResolveResult]) -> list[ResolveResult]:
         allowed = [entry for entry in answer if self._allowed(entry["host"])]
         if not allowed:
             self.stats.inc_value("fetch/blocked_address")
@@ -91,3 +118,8 @@ class CachingGuardedResolver(AbstractResolver):
 
     async def close(self) -> None:
         self._cache.clear()
+
+
+def _pinned(host: str, address: str, port: int) -> ResolveResult:
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    return {"hostname": host, "host": address, "port": port, "family": family, "proto": 0, "flags": 0}

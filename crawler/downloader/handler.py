@@ -33,7 +33,7 @@ from scrapy.exceptions import (
 )
 from scrapy.utils.httpobj import urlparse_cached
 
-from crawler.downloader.dns import CachingGuardedResolver, DnsCacheConfig
+from crawler.downloader.dns import CachingGuardedResolver, DnsCacheConfig, read_hosts_file
 from crawler.netguard import AddressPolicy, BlockedAddressError, parse_ip
 from crawler.settings_parsing import get_float, get_int
 
@@ -61,6 +61,7 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
                 ttl=get_float(settings, "DNS_CACHE_TTL", 300.0, minimum=0.0),
                 negative_ttl=get_float(settings, "DNS_NEGATIVE_TTL", 30.0, minimum=0.0),
                 max_size=get_int(settings, "DNS_CACHE_SIZE", 10_000, minimum=1),
+                static=read_hosts_file(settings["DNS_HOSTS_FILE"]) if settings.get("DNS_HOSTS_FILE") else {},
             ),
             self._policy,
             crawler.stats,

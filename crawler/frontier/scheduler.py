@@ -54,6 +54,7 @@ from crawler.frontier.seen import SeenConfig
 from crawler.frontier.store import DONT_FILTER, EXACT_ONLY, Completion, EnqueueEntry, RedisFrontier, StepResult
 from crawler.politeness.backoff import BackoffPolicy
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
+from crawler.sitemaps import SITEMAP_META
 from crawler.urls import NORMALIZATION_VERSION, url_fingerprint
 from crawler.urls.domains import RegisteredDomains
 from crawler.urls.filters import Dropped, FilterConfig, UrlFilter
@@ -244,7 +245,9 @@ class FrontierScheduler(BaseScheduler):
         the engine is told ``True`` for every request that was sent.
         """
         try:
-            normalized, host = self.url_filter.check(request.url, request.meta.get("depth", 0))
+            normalized, host = self.url_filter.check(
+                request.url, request.meta.get("depth", 0), by_extension=not request.meta.get(SITEMAP_META)
+            )
         except Dropped as dropped:
             self.stats.inc_value(f"urls/dropped/{dropped.reason}")
             logger.debug("Dropped %s: %s", request.url, dropped)
@@ -304,10 +307,11 @@ class FrontierScheduler(BaseScheduler):
         entry = self.frontier.entry
         request_meta = {"depth": depth, **(meta or {})}
         flags = EXACT_ONLY if exact_seen else 0
+        by_extension = not request_meta.get(SITEMAP_META)
         sent = 0
         for url in urls:
             try:
-                normalized, host = check(url, depth)
+                normalized, host = check(url, depth, by_extension=by_extension)
             except Dropped as dropped:
                 inc(f"urls/dropped/{dropped.reason}")
                 continue

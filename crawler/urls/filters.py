@@ -168,8 +168,12 @@ class UrlFilter:
     def __init__(self, config: FilterConfig) -> None:
         self.config = config
 
-    def check(self, url: str, depth: int = 0) -> tuple[str, str]:
-        """``(normalized_url, host)`` of a URL worth fetching; raises :class:`Dropped` otherwise."""
+    def check(self, url: str, depth: int = 0, *, by_extension: bool = True) -> tuple[str, str]:
+        """``(normalized_url, host)`` of a URL worth fetching; raises :class:`Dropped` otherwise.
+
+        ``by_extension=False`` skips the extension rule, for fetches whose type
+        is known from elsewhere (a sitemap is often ``.xml.gz``).
+        """
         config = self.config
         colon = url.find(":")
         if colon < 0 or url[:colon].strip().lower() not in config.allowed_schemes:
@@ -187,7 +191,7 @@ class UrlFilter:
         path = normalized[path_start:query_start] if query_start >= 0 else normalized[path_start:]
         last = path.rsplit("/", 1)[-1]
         dot = last.rfind(".")
-        if dot >= 0 and last[dot + 1 :].lower() in config.deny_extensions:
+        if by_extension and dot >= 0 and last[dot + 1 :].lower() in config.deny_extensions:
             raise Dropped(DropReason.EXTENSION, last[dot + 1 :])
         if config.blocked_hosts and _host_matches(host, config.blocked_hosts):
             raise Dropped(DropReason.BLOCKED_HOST, host)

@@ -225,6 +225,12 @@ class Scenario:
         data = json.loads(open(path).read()) if path else {}
         self.robots: dict[int, dict[str, object]] = {int(k): v for k, v in data.get("robots", {}).items()}
         self.specials: dict[int, list[str]] = {int(k): v for k, v in data.get("specials", {}).items()}
+        #: host -> "calendar" | "session" | "repeat" | "sitemap"
+        self.traps: dict[int, str] = {int(k): v for k, v in data.get("traps", {}).items()}
+        farm = data.get("farm") or {}
+        #: Hosts named h<i>.<domain> (a link farm under one registered domain).
+        self.farm_hosts = range(int(farm.get("start", 0)), int(farm.get("start", 0)) + int(farm.get("count", 0)))
+        self.farm_domain = str(farm.get("domain", "farm.test"))
         self.counts: dict[tuple[int, str], int] = {}
 
     def seen(self, host: int, path: str) -> int:
@@ -340,6 +346,11 @@ class MockWebServer:
             return Reply(404, "text/plain", b"no such host")
         if path == "/robots.txt" or path.startswith("/robots-hop-"):
             return self.respond_robots(host, path)
+        trap = self.scenario.traps.get(host)
+        if trap is not None or host in self.scenario.farm_hosts:
+            reply = self.respond_trap(host, trap or "farm", path)
+            if reply is not None:
+                return reply
         if path in self.scenario.specials.get(host, ()) or path.startswith(("/loop-", "/chain-")):
             return self.respond_special(host, path)
         page = parse_page_path(path)
@@ -359,8 +370,79 @@ class MockWebServer:
             return Reply(301, "text/html", b"<html>moved</html>", f"Location: http://{host_ip(host)}:{self.port}/p/1\r\n")
         return Reply(404, "text/html", b"<html><body>not found</body></html>")
 
+    def farm_name(self, host: int) -> str:
+        return f"h{host}.{self.scenario.farm_domain}"
+
+    def respond_trap(self, host: int, trap: str, target: str) -> Reply | None:
+        """Pages of trap hosts; None to fall back to the normal page graph."""
+        path = target.split("?", 1)[0]
+        html = "<html><body><p>trap {}</p>{}</body></html>"
+        if trap == "calendar" and (path == "/" or path.startswith("/cal/")):
+            year, month = 2026, 1
+            if path.startswith("/cal/"):
+                try:
+                    year, month = (int(x) for x in path[5:].strip("/").split("/")[:2])
+                except ValueError:
+                    return Reply(404, "text/html", b"bad date")
+            after = (year + month // 12, month % 12 + 1)
+            before = (year - (month == 1), (month - 2) % 12 + 1)
+            links = f'<a href="/cal/{after[0]}/{after[1]}">next</a><a href="/cal/{before[0]}/{before[1]}">prev</a>'
+            return Reply(200, "text/html", html.format(path, links).encode())
+        if trap == "session":
+            page = parse_page_path(path.split(";", 1)[0])
+            if not 0 <= page < self.spec.pages(host):
+                return Reply(404, "text/html", b"not found")
+            token = f"{time.time_ns():x}"
+            links = "".join(
+                f'<a href="{page_path(target_page)};jsessionid={token}">x</a><a href="{page_path(target_page)}?sid={token}">y</a>'
+                for other, target_page in self.spec.page_links(host, page) if other == host
+            )
+            return Reply(200, "text/html", html.format(path, links).encode())
+        if trap == "repeat" and (path == "/" or path.startswith("/r/")):
+            # Every page links one level deeper, repeating the same pair: /r/a/b/a/b/...
+            links = '<a href="/r/a/b/">start</a>' if path == "/" else '<a href="a/b/">deeper</a>'
+            return Reply(200, "text/html", html.format(path, links).encode())
+        if trap == "farm" and path != "/":
+            return Reply(200, "text/html", html.format(path, "").encode())
+        if trap == "farm":
+            hosts = self.scenario.farm_hosts
+            others = [hosts[(host - hosts.start + k * 37) % len(hosts)] for k in range(1, 21)]
+            links = "".join(f'<a href="http://{self.farm_name(o)}:{self.port}/">f</a>' for o in others)
+            links += '<a href="/p/1">p1</a>'
+            return Reply(200, "text/html", html.format(path, links).encode())
+        if trap == "sitemap":
+            return self.respond_sitemap(host, path)
+        return None
+
+    def respond_sitemap(self, host: int, path: str) -> Reply | None:
+        import gzip
+
+        base = f"http://{host_ip(host)}:{self.port}"
+        urlset = "<?xml version='1.0'?><urlset xmlns='http://www.sitemaps.org/schemas/sitemap/0.9'>{}</urlset>"
+        if path == "/sitemap_index.xml":
+            body = (
+                "<?xml version='1.0'?><sitemapindex xmlns='http://www.sitemaps.org/schemas/sitemap/0.9'>"
+                f"<sitemap><loc>{base}/sitemap1.xml.gz</loc></sitemap>"
+                f"<sitemap><loc>{base}/sitemap2.xml</loc></sitemap></sitemapindex>"
+            )
+            return Reply(200, "application/xml", body.encode())
+        if path == "/sitemap1.xml.gz":
+            entries = "".join(f"<url><loc>{base}/s/{i}</loc><lastmod>2026-11-0{1 + i % 9}</lastmod></url>"
+                              for i in range(1, 6))
+            return Reply(200, "application/x-gzip", gzip.compress(urlset.format(entries).encode()))
+        if path == "/sitemap2.xml":
+            entries = "".join(f"<url><loc>{base}/s/{i}</loc></url>" for i in range(6, 9))
+            entries += "<url><loc>http://elsewhere.test/s/99</loc></url>"
+            return Reply(200, "text/xml", urlset.format(entries).encode())
+        if path.startswith("/s/"):
+            return Reply(200, "text/html", b"<html><body>only in the sitemap</body></html>")
+        return None
+
     def respond_robots(self, host: int, path: str) -> Reply:
         rules = self.scenario.robots.get(host)
+        if rules is None and self.scenario.traps.get(host) == "sitemap":
+            body = f"User-agent: *\nSitemap: http://{host_ip(host)}:{self.port}/sitemap_index.xml\n"
+            return Reply(200, "text/plain", body.encode())
         if rules is None:
             return Reply(404, "text/plain", b"no robots.txt here")
         redirects = int(rules.get("redirects", 0))  # type: ignore[call-overload]
