@@ -213,6 +213,7 @@ class FrontierScheduler(BaseScheduler):
                 "Their leases expire in %.0f s and the URLs are fetched again, so nothing is lost.",
                 len(self._enqueues), len(self._completions), self.config.lease_timeout,
             )
+        await self.frontier.close()
         if unfinished:
             logger.warning("Frontier close: %d requests were still in flight; their leases will expire", unfinished)
         if not self.stats.get_value("frontier/claimed") and not self.stats.get_value("frontier/enqueued"):

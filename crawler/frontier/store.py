@@ -24,12 +24,13 @@ outlinks are stored before the page's lease is acked.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 from redis.asyncio import Redis
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.keys import FrontierKeys
@@ -53,8 +54,7 @@ DONT_FILTER = 1
 EXACT_ONLY = 2
 
 
-@dataclass(frozen=True, slots=True)
-class EnqueueEntry:
+class EnqueueEntry(NamedTuple):
     """One request for the enqueue script (see ``lua/enqueue.lua``)."""
 
     exact_key: int
@@ -149,6 +149,16 @@ class FrontierCounts:
     front: tuple[int, ...] = field(default=())
 
 
+def _command(*args: bytes | str | int) -> bytes:
+    """One command in RESP, encoded here: redis-py's encoder costs microseconds per argument."""
+    parts = [b"*%d\r\n" % len(args)]
+    append = parts.append
+    for arg in args:
+        data = arg if isinstance(arg, bytes) else arg.encode() if isinstance(arg, str) else b"%d" % arg
+        append(b"$%d\r\n%b\r\n" % (len(data), data))
+    return b"".join(parts)
+
+
 def _clean(text: str) -> str:
     return " ".join(text.split())[:500]
 
@@ -183,7 +193,9 @@ class RedisFrontier:
         )
         self._sources = {name: load_script_source(name) for name in SCRIPT_NAMES}
         self._shas = {name: hashlib.sha1(src.encode()).hexdigest() for name, src in self._sources.items()}
-        self._weights = [str(w) for w in config.queue_weights]
+        self._weights = list(config.queue_weights)
+        #: The connection steps are sent on (one step at a time; see begin_step).
+        self._connection: Any = None
 
     async def load_scripts(self) -> None:
         for name, source in self._sources.items():
@@ -241,14 +253,48 @@ class RedisFrontier:
         ``claim`` is the number of URLs to claim (``None``: do not call the claim
         script at all; ``0``: only expire leases, refill and report counts).
         """
-        try:
-            return await self._step(enqueues, completions, releases, renew, claim, now_ms)
-        except NoScriptError:
-            # Redis lost its script cache (restart without persistence of it).
-            await self.load_scripts()
-            return await self._step(enqueues, completions, releases, renew, claim, now_ms)
+        finish = await self.begin_step(
+            enqueues=enqueues, completions=completions, releases=releases, renew=renew, claim=claim, now_ms=now_ms
+        )
+        return await finish
 
-    async def _step(
+    async def begin_step(
+        self,
+        *,
+        enqueues: list[EnqueueEntry] | None = None,
+        completions: list[Completion] | None = None,
+        releases: list[bytes] | None = None,
+        renew: list[bytes] | None = None,
+        claim: int | None = None,
+        now_ms: int = 0,
+    ) -> Coroutine[Any, Any, StepResult]:
+        """Send a step now; the returned coroutine reads and parses its replies.
+
+        Lets a caller do other work while Redis runs the scripts. Steps share
+        one connection: finish a step before beginning the next.
+        """
+        commands, order = self._build(enqueues, completions, releases, renew, claim, now_ms)
+        if not order:
+            return self._nothing()
+        await self._write(commands)
+        return self._finish(commands, order)
+
+    async def _nothing(self) -> StepResult:
+        return StepResult()
+
+    async def _finish(self, commands: list[bytes], order: list[str]) -> StepResult:
+        try:
+            replies = await self._read(len(commands))
+        except NoScriptError:
+            # Redis lost its script cache (a restart): load the scripts and
+            # send the step again (enqueue and ack are idempotent enough: a
+            # duplicate enqueue is a seen duplicate, a second ack is stale).
+            await self.load_scripts()
+            await self._write(commands)
+            replies = await self._read(len(commands))
+        return self._parse(order, replies)
+
+    def _build(
         self,
         enqueues: list[EnqueueEntry] | None,
         completions: list[Completion] | None,
@@ -256,54 +302,54 @@ class RedisFrontier:
         renew: list[bytes] | None,
         claim: int | None,
         now_ms: int,
-    ) -> StepResult:
+    ) -> tuple[list[bytes], list[str]]:
         keys = self.keys
         prefix = keys.prefix
         order: list[str] = []
-        pipe = self.client.pipeline(transaction=False)
+        commands: list[bytes] = []
         if enqueues:
             batch = self.config.enqueue_batch
-            head = [prefix, self.seen.bloom_hashes, self.config.host_page_budget, self.config.domain_page_budget]
+            head = (
+                b"EVALSHA", self._shas["enqueue"], 1, keys.bloom, prefix, self.seen.bloom_hashes,
+                self.config.host_page_budget, self.config.domain_page_budget,
+            )
             for start in range(0, len(enqueues), batch):
                 args: list[Any] = list(head)
                 for e in enqueues[start : start + batch]:
-                    args += (e.exact_key, e.bloom_positions, e.exact_set, e.host, e.domain, e.level, e.flags, e.blob)
-                pipe.evalsha(self._shas["enqueue"], 1, keys.bloom, *args)
+                    args += e
+                commands.append(_command(*args))
                 order.append("enqueue")
         if completions:
-            args = [prefix, now_ms, *self._backoff_args]
+            args = [b"EVALSHA", self._shas["ack"], 1, keys.leases, prefix, now_ms, *self._backoff_args]
             for done in completions:
                 args += (
                     done.member, done.next_allowed_ms, done.completed_ms, int(done.action), done.not_before_ms,
                     done.blob, int(done.host_signal), f"{_clean(done.error)}\t{_clean(done.message)}",
                 )
-            pipe.evalsha(self._shas["ack"], 1, keys.leases, *args)
+            commands.append(_command(*args))
             order.append("ack")
         if releases:
-            pipe.evalsha(self._shas["release"], 1, keys.leases, prefix, now_ms, *releases)
+            commands.append(_command(b"EVALSHA", self._shas["release"], 1, keys.leases, prefix, now_ms, *releases))
             order.append("release")
         if renew:
             until = now_ms + int(self.config.lease_timeout * 1000)
-            pipe.zadd(keys.leases, dict.fromkeys(renew, until), xx=True)
+            args = [b"ZADD", keys.leases, b"XX"]
+            for member in renew:
+                args += (until, member)
+            commands.append(_command(*args))
             order.append("renew")
         if claim is not None:
-            pipe.evalsha(
-                self._shas["claim"],
-                1,
-                keys.leases,
-                prefix,
-                now_ms,
-                claim,
-                now_ms + int(self.config.lease_timeout * 1000),
-                self.config.active_hosts,
-                self.config.refill_batch,
-                1000,
-                *self._weights,
+            commands.append(
+                _command(
+                    b"EVALSHA", self._shas["claim"], 1, keys.leases, prefix, now_ms, claim,
+                    now_ms + int(self.config.lease_timeout * 1000), self.config.active_hosts,
+                    self.config.refill_batch, 1000, *self._weights,
+                )
             )
             order.append("claim")
-        if not order:
-            return StepResult()
-        replies = await pipe.execute()
+        return commands, order
+
+    def _parse(self, order: list[str], replies: list[Any]) -> StepResult:
         added = duplicates = acked = stale = released = requeued = dead = parked = 0
         over_host = over_domain = false_positives = 0
         claim_result = None
@@ -324,6 +370,47 @@ class RedisFrontier:
             added, duplicates, over_host, over_domain, false_positives, acked, stale, released, claim_result,
             requeued, dead, parked,
         )
+
+    async def _write(self, commands: list[bytes]) -> None:
+        if self._connection is None:
+            self._connection = await self.client.connection_pool.get_connection()  # type: ignore[no-untyped-call]
+        try:
+            await self._connection.send_packed_command(b"".join(commands), check_health=False)
+        except BaseException:
+            await self._drop_connection()
+            raise
+
+    async def _read(self, count: int) -> list[Any]:
+        """Read ``count`` replies in order (an error reply keeps the stream in step)."""
+        connection = self._connection
+        assert connection is not None, "_read() without _write()"
+        replies: list[Any] = []
+        failure: ResponseError | None = None
+        try:
+            for _ in range(count):
+                try:
+                    replies.append(await connection.read_response())
+                except ResponseError as exc:
+                    replies.append(exc)
+                    failure = failure or exc
+        except BaseException:
+            await self._drop_connection()
+            raise
+        if failure is not None:
+            raise failure
+        return replies
+
+    async def _drop_connection(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            await connection.disconnect()
+            await self.client.connection_pool.release(connection)
+
+    async def close(self) -> None:
+        """Give the steps' connection back to the pool."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            await self.client.connection_pool.release(connection)
 
     @staticmethod
     def _parse_claim(reply: list[Any]) -> ClaimResult:

@@ -39,7 +39,7 @@ from scrapy.settings import BaseSettings
 
 from crawler.exceptions import ConfigurationError
 from crawler.settings_parsing import get_int
-from crawler.urls.normalize import DEFAULT_CONFIG, NormalizationConfig, UrlError, normalize_url
+from crawler.urls.normalize import DEFAULT_CONFIG, NormalizationConfig, UrlError, normalize_url_parts
 
 DEFAULT_DENY_EXTENSIONS = (
     # images
@@ -152,6 +152,8 @@ def repeated_segments(path: str, max_repeats: int) -> bool:
     ``period`` before it; one linear scan per period finds that.
     """
     segments = [s for s in path.split("/") if s]
+    if len(set(segments)) == len(segments):
+        return False  # nothing repeats at all
     for period in (1, 2):
         run = 0
         for index in range(period, len(segments)):
@@ -179,16 +181,13 @@ class UrlFilter:
         if colon < 0 or url[:colon].strip().lower() not in config.allowed_schemes:
             raise Dropped(DropReason.SCHEME, url[:40])
         try:
-            normalized, host = normalize_url(url, config.normalization)
+            normalized, host, path = normalize_url_parts(url, config.normalization)
         except UrlError as exc:
             raise Dropped(DropReason.MALFORMED, str(exc)) from None
         if len(normalized) > config.max_length:
             raise Dropped(DropReason.LENGTH, str(len(normalized)))
         if config.max_depth and depth > config.max_depth:
             raise Dropped(DropReason.DEPTH, str(depth))
-        path_start = normalized.find("/", normalized.find("//") + 2)
-        query_start = normalized.find("?", path_start)
-        path = normalized[path_start:query_start] if query_start >= 0 else normalized[path_start:]
         last = path.rsplit("/", 1)[-1]
         dot = last.rfind(".")
         if by_extension and dot >= 0 and last[dot + 1 :].lower() in config.deny_extensions:

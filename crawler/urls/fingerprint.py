@@ -24,9 +24,11 @@ def exact_key(fingerprint: bytes) -> int:
 def bloom_positions(fingerprint: bytes, bits: int, hashes: int) -> bytes:
     """``hashes`` bit positions in a ``bits``-bit filter, packed as little-endian uint32.
 
-    Kirsch-Mitzenmacher double hashing from the 128-bit fingerprint:
-    ``(h1 + i * h2) mod bits`` with ``h1``, ``h2`` its two 64-bit halves.
+    Kirsch-Mitzenmacher double hashing: ``(h1 + i * h2) mod bits`` with ``h1``
+    and ``h2`` two independent 32-bit words of the 128-bit fingerprint (a
+    Redis bitmap has at most 2^32 bits, so 32-bit words cover it; small
+    integers keep this cheap).
     """
-    h1 = int.from_bytes(fingerprint[:8], "little")
-    h2 = int.from_bytes(fingerprint[8:16], "little") | 1
+    h1 = int.from_bytes(fingerprint[8:12], "little")
+    h2 = int.from_bytes(fingerprint[12:16], "little") | 1
     return _POSITIONS[hashes].pack(*[(h1 + i * h2) % bits for i in range(hashes)])

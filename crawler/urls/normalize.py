@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, unquote
 
 import idna
 from scrapy.settings import BaseSettings
@@ -200,40 +200,80 @@ def _query(query: str, config: NormalizationConfig) -> str:
     return "&".join(kept)
 
 
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#.*)?\Z", re.DOTALL)
+_PORT = re.compile(r"[0-9]{0,5}\Z")
+_hosts: dict[str, str] = {}
+_MAX_HOSTS = 50_000
+
+
+def _split_authority(authority: str, url: str) -> tuple[str, int | None]:
+    """(raw host, port) of ``[userinfo@]host[:port]``; userinfo is dropped."""
+    hostport = authority.rpartition("@")[2]
+    if hostport.startswith("["):
+        end = hostport.find("]")
+        if end < 0:
+            raise UrlError(f"bad IPv6 host in {url!r}")
+        host, rest = hostport[: end + 1], hostport[end + 1 :]
+        if rest and not rest.startswith(":"):
+            raise UrlError(f"bad host in {url!r}")
+        port_text = rest[1:]
+    else:
+        host, _, port_text = hostport.partition(":")
+    if not _PORT.match(port_text):
+        raise UrlError(f"bad port in {url!r}")
+    port = int(port_text) if port_text else None
+    if port is not None and port > 65535:
+        raise UrlError(f"port out of range in {url!r}")
+    return host, port
+
+
 def normalize_url(url: str, config: NormalizationConfig = DEFAULT_CONFIG) -> tuple[str, str]:
     """Return ``(normalized_url, host)`` for an absolute http(s) URL, or raise :class:`UrlError`."""
+    normalized, host, _ = normalize_url_parts(url, config)
+    return normalized, host
+
+
+def normalize_url_parts(url: str, config: NormalizationConfig = DEFAULT_CONFIG) -> tuple[str, str, str]:
+    """Like :func:`normalize_url`, plus the normalized path (for the filters)."""
     url = url.strip()
     if _CONTROL.search(url):
         raise UrlError(f"control characters in {url!r}")
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-        raw_host = parts.hostname
-    except ValueError as exc:
-        raise UrlError(f"malformed URL {url!r}: {exc}") from None
-    scheme = parts.scheme.lower()
+    match = _URL.match(url)
+    if match is None:
+        raise UrlError(f"malformed URL {url!r}")
+    scheme_text, authority, path, query = match.groups()
+    scheme = scheme_text.lower()
     default_port = DEFAULT_PORTS.get(scheme)
     if default_port is None:
         raise UrlError(f"unsupported scheme in {url!r}")
-    if not raw_host:
+    if not authority:
         raise UrlError(f"no host in {url!r}")
-    host = _host(f"[{raw_host}]" if ":" in raw_host else raw_host)
+    raw_host, port = _split_authority(authority, url)
+    host = _hosts.get(raw_host)
+    if host is None:
+        if not raw_host:
+            raise UrlError(f"no host in {url!r}")
+        host = _host(raw_host)
+        if len(_hosts) >= _MAX_HOSTS:
+            _hosts.clear()
+        _hosts[raw_host] = host
     netloc = host if port is None or port == default_port else f"{host}:{port}"
-    path = parts.path
     if path:
         if ";" in path:
             pattern = _session_patterns.get(config)
             if pattern is None:
                 pattern = _session_patterns[config] = config._session_path_param
             path = pattern.sub("", path)
-        path = remove_dot_segments(_escapes(path))
+        path = _escapes(path)
+        if "/." in path or path.startswith("."):
+            path = remove_dot_segments(path)
     if not path:
         path = "/"
     elif path[0] != "/":
         path = "/" + path
     normalized = f"{scheme}://{netloc}{path}"
-    if parts.query:
-        query = _query(parts.query, config)
+    if query:
+        query = _query(query, config)
         if query:
             normalized = f"{normalized}?{query}"
-    return normalized, host
+    return normalized, host, path
