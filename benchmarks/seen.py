@@ -67,7 +67,7 @@ def config(crawl_id: str) -> FrontierConfig:
 async def memory(client: Redis, urls: int) -> None:
     seen = SeenConfig.sized(urls, 0.01)
     frontier = RedisFrontier(client, FrontierKeys("seen-memory"), config("seen-memory"), seen=seen)
-    await frontier.load_scripts()
+    await frontier.prepare()
     started = time.perf_counter()
     batch: list[EnqueueEntry] = []
     for i in range(urls):
@@ -100,7 +100,7 @@ async def throughput(
 ) -> None:
     seen = SeenConfig.sized(10_000_000, 0.01)
     frontier = RedisFrontier(client, FrontierKeys("seen-throughput"), config("seen-throughput"), seen=seen)
-    await frontier.load_scripts()
+    await frontier.prepare()
     url_filter = UrlFilter(FilterConfig())
     domains = RegisteredDomains()
     codec = RequestCodec(_Spider())

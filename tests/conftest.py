@@ -150,7 +150,8 @@ def mockweb_factory(tmp_path: Path) -> Iterator:  # type: ignore[type-arg]
 
 
 #: The mock web is on loopback addresses, which the crawler refuses by default.
-TEST_SETTINGS: dict[str, object] = {"ALLOW_PRIVATE_NETWORKS": True}
+#: A seen set sized for a test, not for 100 million URLs (~114 MiB of Bloom filter).
+TEST_SETTINGS: dict[str, object] = {"ALLOW_PRIVATE_NETWORKS": True, "SEEN_EXPECTED_URLS": 100_000}
 
 
 def crawl_command(*args: str, settings: dict[str, object] | None = None) -> list[str]:

@@ -138,7 +138,7 @@ class FrontierScheduler(BaseScheduler):
         client = await self.provider.client()
         self.frontier = RedisFrontier(client, self.keys, self.config, self.backoff, self.seen)
         self.codec = RequestCodec(spider)
-        await self.frontier.load_scripts()
+        await self.frontier.prepare()
         await self._check_crawl_metadata(client)
         engine = self.crawler.engine
         slot = getattr(engine, "_slot", None)

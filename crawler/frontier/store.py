@@ -197,6 +197,16 @@ class RedisFrontier:
         #: The connection steps are sent on (one step at a time; see begin_step).
         self._connection: Any = None
 
+    async def prepare(self) -> None:
+        """Load the scripts and allocate the Bloom filter at its full size.
+
+        Allocating once (a zero bit at the last offset) keeps the bitmap at
+        exactly ``bloom_bits / 8`` bytes instead of the doubling growth of
+        writes at ever higher offsets. Existing bits are untouched.
+        """
+        await self.load_scripts()
+        await self.client.setbit(self.keys.bloom, self.seen.bloom_bits - 1, 0)
+
     async def load_scripts(self) -> None:
         for name, source in self._sources.items():
             self._shas[name] = await self.client.script_load(source)
