@@ -102,6 +102,9 @@ class EmbeddedRedisServer:
             "--pidfile", str(self.directory / "redis.pid"),
             "--logfile", str(self.log_path),
             "--daemonize", "no",
+            # The exact seen store keeps ~256 fingerprints per set; intsets up
+            # to 4,096 leave room for a crawl that outgrows its estimate.
+            "--set-max-intset-entries", "4096",
         ]
         self.process = subprocess.Popen(
             command,
