@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 from urllib.parse import urljoin
 
 import pytest
@@ -240,3 +241,71 @@ def test_repeated_segments() -> None:
 )
 def test_registered_domains_offline(host: str, domain: str) -> None:
     assert RegisteredDomains()(host) == domain
+
+
+# -- rel=canonical ---------------------------------------------------------------------------
+
+
+def test_canonical_from_link_element_and_header() -> None:
+    from crawler.links import LinkExtractor, canonical_from_link_header
+
+    page = LinkExtractor().extract_page(
+        b'<html><head><link rel="Canonical" href="/main#x"></head><body><a href="a">a</a></body></html>',
+        "http://x.test/dir/print?view=1",
+    )
+    assert page.canonical == "http://x.test/main"
+    assert page.links == ["http://x.test/dir/a"]
+    header = '<https://x.test/next>; rel="next", </c>; rel=canonical'
+    assert canonical_from_link_header(header, "http://x.test/p") == "http://x.test/c"
+    assert canonical_from_link_header('<https://x.test/n>; rel="next"', "http://x.test/") is None
+
+
+def _parse(url: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[Any, list[str]]:
+    from scrapy.http import HtmlResponse, Request
+    from scrapy.utils.test import get_crawler
+
+    from crawler.spiders.web import WebSpider
+
+    crawler = get_crawler(WebSpider)
+    spider = WebSpider.from_crawler(crawler)
+    crawler.spider = spider
+    response = HtmlResponse(url, body=body, headers={"Content-Type": "text/html", **(headers or {})},
+                            request=Request(url, meta={"depth": 2}))
+    outputs = list(spider.parse(response))
+    item = outputs[-1]
+    followed = [r.url for r in outputs[:-1]]
+    return item, followed
+
+
+def test_canonical_rule_same_domain_is_followed_other_domain_only_recorded() -> None:
+    item, followed = _parse("http://www.x.test/print/1", b'<link rel="canonical" href="https://x.test/article/1">')
+    assert (item.canonical_url, item.primary) == ("https://x.test/article/1", False)
+    assert "https://x.test/article/1" in followed
+    item, followed = _parse("http://x.test/a", b'<link rel="canonical" href="https://evil.test/a">')
+    assert (item.canonical_url, item.primary) == ("https://evil.test/a", True)
+    assert "https://evil.test/a" not in followed
+    item, _ = _parse("http://x.test/a?utm_source=z", b"<p>no link element</p>", {"Link": '<http://x.test/a>; rel="canonical"'})
+    assert (item.canonical_url, item.primary) == ("http://x.test/a", True)  # itself, once normalized
+
+
+# -- sitemaps --------------------------------------------------------------------------------
+
+
+def test_sitemap_limits() -> None:
+    import gzip
+
+    from crawler.sitemaps import SitemapError, SitemapKind, parse_sitemap
+
+    urlset = b"<urlset>" + b"".join(b"<url><loc>http://x.test/%d</loc></url>" % i for i in range(10)) + b"</urlset>"
+    content = parse_sitemap(gzip.compress(urlset), max_urls=4)
+    assert (content.kind, len(content.entries), content.truncated) == (SitemapKind.URLSET, 4, True)
+    with pytest.raises(SitemapError, match="decompressed"):
+        parse_sitemap(gzip.compress(b"<urlset>" + b" " * 200_000 + b"</urlset>"), max_bytes=100_000)
+    with pytest.raises(SitemapError):
+        parse_sitemap(b"\x1f\x8bnot gzip at all")
+    with pytest.raises(SitemapError):
+        parse_sitemap(b'<?xml version="1.0"?><!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/passwd">]><html>&e;</html>')
+    index = parse_sitemap(b"<sitemapindex><sitemap><loc> http://x.test/s.xml </loc><lastmod>2026-01-02</lastmod>"
+                          b"</sitemap></sitemapindex>")
+    assert (index.kind, index.entries[0].loc, index.entries[0].lastmod) == (
+        SitemapKind.INDEX, "http://x.test/s.xml", "2026-01-02")

@@ -224,7 +224,10 @@ class WebSpider(Spider):
             return
         for url in new:
             emitted.add(url)
-        scheduler = self.crawler.engine.scheduler if self.crawler.engine else None
+        try:
+            scheduler = self.crawler.engine.scheduler
+        except RuntimeError:  # no engine: the spider is used outside a crawl
+            scheduler = None
         enqueue_urls = getattr(scheduler, "enqueue_urls", None)
         if enqueue_urls is not None:
             enqueue_urls(new, depth=depth, callback=callback, priority=priority, meta=meta, exact_seen=exact_seen)
