@@ -7,15 +7,18 @@ from dataclasses import dataclass, field
 
 @dataclass(slots=True)
 class PageItem:
-    """One fetched page (any status, any content type).
+    """One fetched resource (any status, any content type).
 
     ``headers`` keeps every response header as ``(name, value)`` pairs in the
-    order received; ``body`` is the payload as the downloader delivered it.
-    ``outlinks`` are the absolute links found in HTML (empty for other types).
-    ``canonical_url`` is the page's rel="canonical" (link element, else HTTP
-    ``Link`` header), normalized; ``primary`` is False when the page names
-    another URL of the same registered domain as its canonical: that URL is
-    crawled as the primary copy and consumers of primary pages skip this one.
+    order received; ``body`` is the payload as the downloader delivered it
+    (decompressed if it came with ``original_encoding``). ``outlinks`` are the
+    absolute links found in HTML. ``canonical_url`` is the page's
+    rel="canonical", normalized; ``primary`` is False when the page names
+    another URL of the same registered domain as its canonical (that URL is
+    crawled as the primary copy). ``text`` and ``simhash`` come from the text
+    module; ``payload_digest``, ``duplicate_of`` (first capture: URL, WARC
+    date) and ``near_duplicate_of`` from the dedup pipeline; ``changed``,
+    ``observations`` and ``changes`` from the URL metadata store.
     """
 
     url: str
@@ -30,3 +33,22 @@ class PageItem:
     redirect_to: str | None = None
     canonical_url: str | None = None
     primary: bool = True
+    # -- the exchange, for the WARC records
+    method: str = "GET"
+    request_headers: list[tuple[str, str]] = field(default_factory=list)
+    protocol: str = "HTTP/1.1"
+    reason: str = ""
+    ip_address: str | None = None
+    original_encoding: str | None = None
+    # -- modules and pipelines
+    text: str | None = None
+    simhash: int | None = None
+    payload_digest: str | None = None
+    duplicate_of: tuple[str, str] | None = None
+    near_duplicate_of: str | None = None
+    near_distance: int | None = None
+    changed: bool | None = None
+    observations: int = 0
+    changes: int = 0
+    #: Set by a page module for resources it fetched (e.g. "png").
+    module: str | None = None

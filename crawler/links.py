@@ -20,7 +20,7 @@ from selectolax.lexbor import LexborHTMLParser
 _SKIP_PREFIXES = ("#", "javascript:", "mailto:", "tel:", "data:", "about:", "ftp:", "file:", "news:", "irc:")
 
 
-class _Base:
+class BaseUrl:
     __slots__ = ("origin", "scheme", "url")
 
     def __init__(self, url: str) -> None:
@@ -34,7 +34,7 @@ def _needs_general_join(path: str) -> bool:
     return "/." in path
 
 
-def resolve(base: _Base, href: str) -> str | None:
+def resolve(base: BaseUrl, href: str) -> str | None:
     """The absolute http(s) URL of ``href`` without its fragment, or ``None``."""
     href = href.strip()
     if not href:
@@ -76,7 +76,7 @@ def canonical_from_link_header(value: str | None, page_url: str) -> str | None:
     match = _LINK_CANONICAL.search(value)
     if match is None:
         return None
-    return resolve(_Base(page_url), match.group(1))
+    return resolve(BaseUrl(page_url), match.group(1))
 
 
 class LinkExtractor:
@@ -86,15 +86,18 @@ class LinkExtractor:
         return self.extract_page(body, page_url).links
 
     def extract_page(self, body: bytes | str, page_url: str) -> PageLinks:
-        tree = LexborHTMLParser(body)
-        base = _Base(page_url)
+        return self.extract_tree(LexborHTMLParser(body), page_url)
+
+    def extract_tree(self, tree: LexborHTMLParser, page_url: str) -> PageLinks:
+        """Links of an already parsed page (the tree is not modified)."""
+        base = BaseUrl(page_url)
         base_node = tree.css_first("base[href]")
         if base_node is not None:
             base_href = base_node.attributes.get("href")
             if base_href:
                 resolved = urljoin(page_url, base_href.strip())
                 if resolved.startswith(("http://", "https://")):
-                    base = _Base(resolved)
+                    base = BaseUrl(resolved)
         seen_hrefs: set[str] = set()
         links: list[str] = []
         seen_links: set[str] = set()

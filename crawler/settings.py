@@ -146,6 +146,32 @@ TWISTED_REACTOR_ENABLED = False
 # `return` in generators (its cache misses for bound methods): pure overhead.
 WARN_ON_GENERATOR_RETURN_VALUE = False
 
+# --- Storage and dedup: item pipelines --------------------------------------------
+# dedup -> WARC -> URL metadata -> index gate; index consumers go after 600.
+ITEM_PIPELINES = {
+    "crawler.pipelines.dedup.DedupPipeline": 300,
+    "crawler.pipelines.warc.WarcPipeline": 400,
+    "crawler.pipelines.metadata.UrlMetadataPipeline": 500,
+    "crawler.pipelines.index_gate.IndexGatePipeline": 600,
+}
+# Where WARC files go: a directory (default crawl-data/<crawl id>/warc/),
+# file:///dir, or s3://bucket/prefix (WARC_S3_ENDPOINT_URL for any S3-compatible store).
+WARC_STORE = None
+WARC_S3_ENDPOINT_URL = None
+# Rotate at 1 GB, the usual size of archive WARC files.
+WARC_MAX_SIZE = 1_000_000_000
+WARC_METADATA_RECORDS = True
+DEDUP_SIMHASH_DISTANCE = 3
+DEDUP_MAX_WORDS = 2000
+METADATA_CHANGE_DISTANCE = 3
+# Every step after the HTML parser is a module; PNG_MODULE_ENABLED turns on the example one.
+WEB_PAGE_MODULES = {
+    "crawler.modules.links.LinksModule": 100,
+    "crawler.modules.png.PngImagesModule": 200,
+    "crawler.modules.text.TextModule": 900,
+}
+PNG_MODULE_ENABLED = False
+
 # --- Extensions ---------------------------------------------------------------------
 # Neither a telnet console nor a remote-control HTTP port on every worker:
 # operators use the frontier command and the metrics endpoint.

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -150,8 +151,13 @@ def mockweb_factory(tmp_path: Path) -> Iterator:  # type: ignore[type-arg]
 
 
 #: The mock web is on loopback addresses, which the crawler refuses by default.
-#: A seen set sized for a test, not for 100 million URLs (~114 MiB of Bloom filter).
-TEST_SETTINGS: dict[str, object] = {"ALLOW_PRIVATE_NETWORKS": True, "SEEN_EXPECTED_URLS": 100_000}
+#: A seen set sized for a test, not for 100 million URLs (~114 MiB of Bloom
+#: filter); crawl data (WARC files, embedded Redis) outside the repository.
+TEST_SETTINGS: dict[str, object] = {
+    "ALLOW_PRIVATE_NETWORKS": True,
+    "SEEN_EXPECTED_URLS": 100_000,
+    "CRAWL_DATA_DIR": tempfile.mkdtemp(prefix="crawl-tests-"),
+}
 
 
 def crawl_command(*args: str, settings: dict[str, object] | None = None) -> list[str]:

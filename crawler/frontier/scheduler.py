@@ -52,6 +52,7 @@ from crawler.frontier.outcome import LEASE_META, Handout, LeaseAction
 from crawler.frontier.policy import PolitenessPolicy, PriorityLevels
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.store import DONT_FILTER, EXACT_ONLY, Completion, EnqueueEntry, RedisFrontier, StepResult
+from crawler.meta import EXPECTED_TYPES_META
 from crawler.politeness.backoff import BackoffPolicy
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
 from crawler.sitemaps import SITEMAP_META
@@ -246,8 +247,10 @@ class FrontierScheduler(BaseScheduler):
         the engine is told ``True`` for every request that was sent.
         """
         try:
+            meta = request.meta
             normalized, host = self.url_filter.check(
-                request.url, request.meta.get("depth", 0), by_extension=not request.meta.get(SITEMAP_META)
+                request.url, meta.get("depth", 0),
+                by_extension=not (meta.get(SITEMAP_META) or meta.get(EXPECTED_TYPES_META)),
             )
         except Dropped as dropped:
             self.stats.inc_value(f"urls/dropped/{dropped.reason}")
@@ -308,7 +311,7 @@ class FrontierScheduler(BaseScheduler):
         entry = self.frontier.entry
         request_meta = {"depth": depth, **(meta or {})}
         flags = EXACT_ONLY if exact_seen else 0
-        by_extension = not request_meta.get(SITEMAP_META)
+        by_extension = not (request_meta.get(SITEMAP_META) or request_meta.get(EXPECTED_TYPES_META))
         sent = 0
         for url in urls:
             try:

@@ -37,6 +37,7 @@ from crawler.frontier.keys import FrontierKeys
 from crawler.frontier.outcome import HostSignal, LeaseAction
 from crawler.frontier.seen import SeenConfig
 from crawler.politeness.backoff import BackoffPolicy
+from crawler.redisconn.resp import command
 from crawler.urls.fingerprint import bloom_positions, exact_key
 
 SCRIPT_NAMES = ("enqueue", "claim", "ack", "release", "revive")
@@ -147,16 +148,6 @@ class FrontierCounts:
     ready_hosts: int
     seen: int
     front: tuple[int, ...] = field(default=())
-
-
-def _command(*args: bytes | str | int) -> bytes:
-    """One command in RESP, encoded here: redis-py's encoder costs microseconds per argument."""
-    parts = [b"*%d\r\n" % len(args)]
-    append = parts.append
-    for arg in args:
-        data = arg if isinstance(arg, bytes) else arg.encode() if isinstance(arg, str) else b"%d" % arg
-        append(b"$%d\r\n%b\r\n" % (len(data), data))
-    return b"".join(parts)
 
 
 def _clean(text: str) -> str:
@@ -327,7 +318,7 @@ class RedisFrontier:
                 args: list[Any] = list(head)
                 for e in enqueues[start : start + batch]:
                     args += e
-                commands.append(_command(*args))
+                commands.append(command(*args))
                 order.append("enqueue")
         if completions:
             args = [b"EVALSHA", self._shas["ack"], 1, keys.leases, prefix, now_ms, *self._backoff_args]
@@ -336,21 +327,21 @@ class RedisFrontier:
                     done.member, done.next_allowed_ms, done.completed_ms, int(done.action), done.not_before_ms,
                     done.blob, int(done.host_signal), f"{_clean(done.error)}\t{_clean(done.message)}",
                 )
-            commands.append(_command(*args))
+            commands.append(command(*args))
             order.append("ack")
         if releases:
-            commands.append(_command(b"EVALSHA", self._shas["release"], 1, keys.leases, prefix, now_ms, *releases))
+            commands.append(command(b"EVALSHA", self._shas["release"], 1, keys.leases, prefix, now_ms, *releases))
             order.append("release")
         if renew:
             until = now_ms + int(self.config.lease_timeout * 1000)
             args = [b"ZADD", keys.leases, b"XX"]
             for member in renew:
                 args += (until, member)
-            commands.append(_command(*args))
+            commands.append(command(*args))
             order.append("renew")
         if claim is not None:
             commands.append(
-                _command(
+                command(
                     b"EVALSHA", self._shas["claim"], 1, keys.leases, prefix, now_ms, claim,
                     now_ms + int(self.config.lease_timeout * 1000), self.config.active_hosts,
                     self.config.refill_batch, 1000, *self._weights,

@@ -26,6 +26,7 @@ from scrapy import signals
 from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddleware
 from scrapy.exceptions import IgnoreRequest, StopDownload
 
+from crawler.meta import EXPECTED_TYPES_META, ORIGINAL_ENCODING_META
 from crawler.middlewares.robots import ROBOTS_META
 from crawler.settings_parsing import get_int
 from crawler.sitemaps import SITEMAP_META
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_CONTENT_TYPES = ("text/html", "application/xhtml+xml")
+
 
 
 def media_type(content_type: bytes | None) -> str:
@@ -74,7 +76,7 @@ class FetchLimitsMiddleware:
         if ROBOTS_META in meta or SITEMAP_META in meta:
             return
         kind = media_type(headers.get(b"Content-Type"))
-        if kind and kind not in self.allowed_types:
+        if kind and kind not in self.allowed_types and kind not in meta.get(EXPECTED_TYPES_META, ()):
             self.stats.inc_value("fetch/content_type_skipped")
             logger.debug("Not downloading %s body of %s", kind, request.url)
             raise StopDownload(fail=False)
@@ -98,6 +100,10 @@ class BoundedHttpCompressionMiddleware(HttpCompressionMiddleware):
         return middleware
 
     def process_response(self, request: Request, response: Response, spider: Any = None) -> Request | Response:
+        encoding = response.headers.get(b"Content-Encoding")
+        if encoding:
+            # The WARC writer needs the encoding the payload came with.
+            request.meta[ORIGINAL_ENCODING_META] = encoding.decode("latin-1")
         try:
             return super().process_response(request, response)
         except IgnoreRequest:

@@ -20,15 +20,18 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator, Iterator
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import urljoin
 
 from scrapy import Request, Spider
 from scrapy.http import Response
+from selectolax.lexbor import LexborHTMLParser
 
 from crawler.bounded import BoundedSet
 from crawler.items import PageItem
-from crawler.links import LinkExtractor, canonical_from_link_header
+from crawler.meta import ORIGINAL_ENCODING_META
+from crawler.modules.base import Page, PageModule, build_modules
 from crawler.seeds import load_seeds
 from crawler.settings_parsing import get_int
 from crawler.sitemaps import (
@@ -45,6 +48,22 @@ from crawler.urls.domains import RegisteredDomains
 logger = logging.getLogger(__name__)
 
 _HTML_TYPES = (b"text/html", b"application/xhtml+xml")
+DEFAULT_MODULES = {
+    "crawler.modules.links.LinksModule": 100,
+    "crawler.modules.png.PngImagesModule": 200,
+    "crawler.modules.text.TextModule": 900,
+}
+
+
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
+
+
+def _pairs(headers: Any) -> list[tuple[str, str]]:
+    return [(name.decode("latin-1"), value.decode("latin-1")) for name, values in headers.items() for value in values]
 # An http(s) URL made only of RFC 3986 characters and valid percent-escapes.
 _ALREADY_SAFE = re.compile(r"https?://(?:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})*\Z")
 
@@ -56,8 +75,8 @@ class WebSpider(Spider):
     def __init__(self, seeds: str | None = None, urls: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.seed_urls = load_seeds(seeds, urls)
-        self.link_extractor = LinkExtractor()
         self.domains = RegisteredDomains()
+        self.modules: list[PageModule] = []
         self._emitted = BoundedSet(0)
         self.max_redirects = 5
         self.sitemaps = SitemapSettings()
@@ -76,6 +95,9 @@ class WebSpider(Spider):
         spider._emitted = BoundedSet(get_int(crawler.settings, "WEB_LINK_CACHE_SIZE", 200_000, minimum=0))
         spider.max_redirects = get_int(crawler.settings, "REDIRECT_MAX_TIMES", 5, minimum=0)
         spider.sitemaps = SitemapSettings.from_settings(crawler.settings)
+        modules = crawler.settings.getdict("WEB_PAGE_MODULES", DEFAULT_MODULES)
+        spider.modules = build_modules(crawler, [path for path, order in sorted(modules.items(), key=lambda kv: kv[1])
+                                                 if order is not None])
         return spider
 
     async def start(self) -> AsyncIterator[Any]:
@@ -90,16 +112,18 @@ class WebSpider(Spider):
         return PageItem(
             url=response.url,
             status=response.status,
-            headers=[
-                (name.decode("latin-1"), value.decode("latin-1"))
-                for name, values in headers.items()
-                for value in values
-            ],
+            headers=_pairs(headers),
             body=response.body,
             content_type=content_type.decode("latin-1"),
             fetched_at=time.time(),
             fetch_duration=response.meta.get("download_latency"),
             depth=response.meta.get("depth", 0),
+            method=response.request.method if response.request else "GET",
+            request_headers=_pairs(response.request.headers) if response.request else [],
+            protocol=response.protocol or "HTTP/1.1",
+            reason=_reason(response.status),
+            ip_address=str(response.ip_address) if response.ip_address else None,
+            original_encoding=response.meta.get(ORIGINAL_ENCODING_META),
         )
 
     def parse(self, response: Response) -> Iterator[Any]:
@@ -121,12 +145,15 @@ class WebSpider(Spider):
                     # A redirect is not a step deeper: the target keeps the depth.
                     yield Request(target, callback=self.parse, meta={"depth": depth, "redirect_times": hops})
         elif content_type.split(b";", 1)[0].strip().lower() in _HTML_TYPES and response.body:
-            page = self.link_extractor.extract_page(response.body, response.url)
-            item.outlinks = page.links
-            canonical = page.canonical or canonical_from_link_header(self._header(headers, b"Link"), response.url)
-            if canonical:
-                yield from self._canonical(item, canonical, depth)
-            yield from self._follow(item.outlinks, depth + 1)
+            page = Page(response, LexborHTMLParser(response.body), item, self._follow)
+            for module in self.modules:
+                yield from module.process(page)
+        yield item
+
+    def parse_resource(self, response: Response) -> Iterator[Any]:
+        """A resource a page module asked for (an image...): recorded, not parsed."""
+        item = self._item(response)
+        item.module = response.meta.get("module")
         yield item
 
     def parse_sitemap(self, response: Response) -> Iterator[Any]:
@@ -176,31 +203,6 @@ class WebSpider(Spider):
             if lastmod:
                 meta["sitemap_lastmod"] = lastmod
             yield from self._follow(urls, 1, priority=self.sitemaps.priority, meta=meta, exact_seen=True, fresh=True)
-
-    @staticmethod
-    def _header(headers: Any, name: bytes) -> str | None:
-        value = headers.get(name)
-        return value.decode("latin-1") if value else None
-
-    def _canonical(self, item: PageItem, canonical: str, depth: int) -> Iterator[Request]:
-        """The rel="canonical" rule: record it; follow it if it is another URL of the same registered domain."""
-        try:
-            target, target_host = normalize_url(canonical)
-            here, here_host = normalize_url(item.url)
-        except UrlError:
-            self.crawler.stats.inc_value("canonical/invalid")
-            return
-        item.canonical_url = target
-        if target == here:
-            return
-        if self.domains(target_host) != self.domains(here_host):
-            # Not trusted across registered domains (a page cannot claim
-            # another site's URL as its primary copy); recorded only.
-            self.crawler.stats.inc_value("canonical/other_domain")
-            return
-        item.primary = False
-        self.crawler.stats.inc_value("canonical/followed")
-        yield from self._follow([target], depth)
 
     def _follow(
         self,

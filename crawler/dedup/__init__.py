@@ -1,0 +1,1 @@
+"""Content deduplication: exact (payload digest) and near (SimHash)."""

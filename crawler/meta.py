@@ -1,0 +1,6 @@
+"""``Request.meta`` keys the crawler's components share (one place, plain strings)."""
+
+#: The response's Content-Encoding before decompression (for the WARC headers).
+ORIGINAL_ENCODING_META = "original_content_encoding"
+#: Media types a page module asked for: they pass the extension and content-type gates.
+EXPECTED_TYPES_META = "expected_content_types"

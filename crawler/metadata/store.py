@@ -1,0 +1,131 @@
+"""Per-URL metadata in Redis, compact and sharded by host.
+
+One Redis hash per host (``urlmeta:<host>`` under the host's frontier shard
+prefix, so it moves with the host's queues), one field per fetched URL: the
+first 8 bytes of the URL's fingerprint, valued by a msgpack array (no None:
+missing strings are ``""``, missing numbers ``0``)::
+
+    [version, state, fetched_at, status, digest8, simhash8, etag,
+     last_modified, length, outlinks, observations, changes, next_visit]
+
+``digest8`` is the first 8 bytes of the payload's SHA-1 (enough to tell a
+change), ``simhash8`` the page's SimHash (8 bytes, big-endian). The record
+script (``lua/urlmeta.lua``) keeps the change history: ``observations``
+(fetches with content) and ``changes`` (fetches whose content changed: digest
+differs and SimHash distance above ``METADATA_CHANGE_DISTANCE``). Measured
+with ``benchmarks/metadata.py``. URLs queued but not yet fetched have no
+record.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from enum import IntEnum
+from importlib import resources
+from typing import TYPE_CHECKING
+
+import msgpack
+
+from crawler.redisconn.batch import BatchedScripts
+from crawler.urls import url_fingerprint
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+    from crawler.frontier.keys import FrontierKeys
+
+RECORD_VERSION = 1
+
+
+class UrlState(IntEnum):
+    QUEUED = 0
+    FETCHED = 1
+    FAILED = 2
+    DEAD = 3
+
+
+@dataclass(frozen=True)
+class UrlRecord:
+    state: UrlState
+    fetched_at: int
+    status: int = 0
+    digest8: bytes = b""
+    simhash8: bytes = b""
+    etag: str = ""
+    last_modified: str = ""
+    length: int = 0
+    outlinks: int = 0
+    observations: int = 0
+    changes: int = 0
+    next_visit: int = 0
+
+    def pack(self) -> bytes:
+        packed: bytes = msgpack.packb(
+            [RECORD_VERSION, int(self.state), self.fetched_at, self.status, self.digest8, self.simhash8, self.etag,
+             self.last_modified, self.length, self.outlinks, self.observations, self.changes, self.next_visit],
+            # Redis's Lua cmsgpack reads the old "raw" type only, not "bin".
+            use_bin_type=False,
+        )
+        return packed
+
+    @classmethod
+    def unpack(cls, blob: bytes) -> UrlRecord:
+        fields = msgpack.unpackb(blob, raw=True)
+        _, state, fetched_at, status, digest8, simhash8, etag, last_modified, length, outlinks, obs, changes, nxt = (
+            fields
+        )
+        return cls(UrlState(state), fetched_at, status, digest8, simhash8, etag.decode("utf-8", "replace"),
+                   last_modified.decode("utf-8", "replace"), length, outlinks, obs, changes, nxt)
+
+    @property
+    def simhash(self) -> int | None:
+        return int.from_bytes(self.simhash8, "big") if len(self.simhash8) == 8 else None
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What a recorded fetch says about change (for the recrawl policy)."""
+
+    changed: bool | None  # None: the first fetch of the URL, or no content
+    observations: int
+    changes: int
+    previous_fetch: int
+
+
+def digest8(payload_digest: str) -> bytes:
+    """The first 8 bytes of a ``sha1:<base32>`` payload digest."""
+    return base64.b32decode(payload_digest.removeprefix("sha1:"))[:8]
+
+
+def url_field(url: str) -> bytes:
+    return url_fingerprint(url)[:8]
+
+
+class UrlMetadataStore:
+    def __init__(self, client: Redis, keys: FrontierKeys, change_distance: int = 3) -> None:
+        source = (resources.files("crawler.metadata") / "lua" / "urlmeta.lua").read_text(encoding="utf-8")
+        self.client = client
+        self.scripts = BatchedScripts(client, {"urlmeta": source})
+        self.keys = keys
+        self.change_distance = change_distance
+
+    def host_key(self, host: str) -> str:
+        return self.keys.key(f"urlmeta:{host}")
+
+    async def open(self) -> None:
+        await self.scripts.load()
+
+    async def record(self, url: str, host: str, record: UrlRecord) -> Observation:
+        reply = await self.scripts.call(
+            "urlmeta", [self.host_key(host)], [url_field(url), record.pack(), self.change_distance]
+        )
+        changed, observations, changes, previous = (int(x) for x in reply)
+        return Observation(None if changed < 0 else bool(changed), observations, changes, previous)
+
+    async def get(self, url: str, host: str) -> UrlRecord | None:
+        blob = await self.client.hget(self.host_key(host), url_field(url))
+        return UrlRecord.unpack(blob) if isinstance(blob, bytes) else None
+
+    async def close(self) -> None:
+        await self.scripts.close()

@@ -1,0 +1,90 @@
+"""Exact and near-duplicate detection of every page (``DEDUP_*``).
+
+Computes the payload digest (SHA-1, the WARC ``WARC-Payload-Digest``) and asks
+the shared index (:class:`~crawler.dedup.index.DedupIndex`) in one script call:
+a payload already archived makes the WARC writer store a ``revisit`` record
+(``item.duplicate_of``); a page whose SimHash is within
+``DEDUP_SIMHASH_DISTANCE`` (3) of an indexed one is flagged
+``near_duplicate_of`` (it is still archived, but not passed to index
+consumers). If Redis cannot answer, the page is stored in full and counted in
+``dedup/unavailable``: storage never depends on dedup.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Self
+
+from redis.exceptions import RedisError
+from scrapy.exceptions import NotConfigured
+
+from crawler.dedup.index import DedupIndex
+from crawler.items import PageItem
+from crawler.redisconn.provider import RedisProvider, crawl_id_for
+from crawler.settings_parsing import get_bool, get_int
+from crawler.urls import UrlError, host_of
+from crawler.warc.records import payload_digest, warc_date
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+
+class DedupPipeline:
+    def __init__(self, provider: RedisProvider, crawl_id: str, distance: int, stats: Any) -> None:
+        self.provider = provider
+        self.crawl_id = crawl_id
+        self.distance = distance
+        self.stats = stats
+        self.index: DedupIndex | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        if not get_bool(crawler.settings, "DEDUP_ENABLED", True):
+            raise NotConfigured
+        distance = get_int(crawler.settings, "DEDUP_SIMHASH_DISTANCE", 3, minimum=0)
+        if distance > 3:
+            # 4 blocks of 16 bits: the pigeonhole guarantee holds up to distance 3.
+            from crawler.exceptions import ConfigurationError
+
+            raise ConfigurationError("DEDUP_SIMHASH_DISTANCE", f"at most 3 with 4 index blocks, got {distance}")
+        return cls(RedisProvider.for_crawler(crawler), crawl_id_for(crawler), distance, crawler.stats)
+
+    async def open_spider(self) -> None:
+        self.index = DedupIndex(await self.provider.client(), self.crawl_id, self.distance)
+        await self.index.open()
+
+    async def close_spider(self) -> None:
+        if self.index is not None:
+            await self.index.close()
+
+    async def process_item(self, item: Any) -> Any:
+        if not isinstance(item, PageItem) or self.index is None:
+            return item
+        item.payload_digest = payload_digest(item.body)
+        if item.status != 200 or not item.body:
+            return item
+        try:
+            host = host_of(item.url)
+        except UrlError:
+            return item
+        try:
+            verdict = await self.index.check(host, item.payload_digest, item.url, warc_date(item.fetched_at),
+                                             item.simhash)
+        except (RedisError, OSError) as exc:
+            self.stats.inc_value("dedup/unavailable")
+            logger.warning("Dedup index unavailable (%s); storing %s in full", exc, item.url)
+            return item
+        self.stats.inc_value("dedup/checked")
+        if verdict.duplicate_of is not None and verdict.duplicate_of[0] != item.url:
+            item.duplicate_of = verdict.duplicate_of
+            self.stats.inc_value("dedup/exact")
+        elif verdict.duplicate_of is not None:
+            item.duplicate_of = verdict.duplicate_of  # the same URL again: a revisit of itself
+            self.stats.inc_value("dedup/exact_same_url")
+        if verdict.near_duplicate_of is not None:
+            item.near_duplicate_of = verdict.near_duplicate_of
+            item.near_distance = verdict.distance
+            self.stats.inc_value("dedup/near")
+        return item

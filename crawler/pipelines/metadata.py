@@ -1,0 +1,97 @@
+"""Records every fetched URL in the URL metadata store (``METADATA_*``).
+
+State (fetched for 2xx/3xx, failed otherwise), fetch time, status, payload
+digest, SimHash, ETag, Last-Modified, length, outlink count; the store keeps
+the change history and gives back whether the content changed (on the item:
+``changed``, ``observations``, ``changes``), which the recrawl policy reads.
+If Redis cannot answer, the page goes on (counted in ``metadata/unavailable``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Self
+
+from redis.exceptions import RedisError
+from scrapy.exceptions import NotConfigured
+
+from crawler.frontier.keys import FrontierKeys
+from crawler.items import PageItem
+from crawler.metadata.store import UrlMetadataStore, UrlRecord, UrlState, digest8
+from crawler.redisconn.provider import RedisProvider, crawl_id_for
+from crawler.settings_parsing import get_bool, get_int
+from crawler.urls import UrlError, normalize_url
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+
+def _header(headers: list[tuple[str, str]], name: str) -> str:
+    lowered = name.lower()
+    for key, value in headers:
+        if key.lower() == lowered:
+            return value
+    return ""
+
+
+class UrlMetadataPipeline:
+    def __init__(self, provider: RedisProvider, keys: FrontierKeys, change_distance: int, stats: Any) -> None:
+        self.provider = provider
+        self.keys = keys
+        self.change_distance = change_distance
+        self.stats = stats
+        self.store: UrlMetadataStore | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        if not get_bool(crawler.settings, "METADATA_ENABLED", True):
+            raise NotConfigured
+        return cls(
+            RedisProvider.for_crawler(crawler),
+            FrontierKeys(crawl_id_for(crawler)),
+            get_int(crawler.settings, "METADATA_CHANGE_DISTANCE", 3, minimum=0),
+            crawler.stats,
+        )
+
+    async def open_spider(self) -> None:
+        self.store = UrlMetadataStore(await self.provider.client(), self.keys, self.change_distance)
+        await self.store.open()
+
+    async def close_spider(self) -> None:
+        if self.store is not None:
+            await self.store.close()
+
+    async def process_item(self, item: Any) -> Any:
+        if not isinstance(item, PageItem) or self.store is None:
+            return item
+        try:
+            url, host = normalize_url(item.url)
+        except UrlError:
+            return item
+        content = 200 <= item.status < 300 and item.payload_digest is not None
+        record = UrlRecord(
+            state=UrlState.FETCHED if item.status < 400 else UrlState.FAILED,
+            fetched_at=int(item.fetched_at),
+            status=item.status,
+            digest8=digest8(item.payload_digest) if content and item.payload_digest else b"",
+            simhash8=item.simhash.to_bytes(8, "big") if content and item.simhash is not None else b"",
+            etag=_header(item.headers, "ETag"),
+            last_modified=_header(item.headers, "Last-Modified"),
+            length=len(item.body),
+            outlinks=len(item.outlinks),
+        )
+        try:
+            observation = await self.store.record(url, host, record)
+        except (RedisError, OSError) as exc:
+            self.stats.inc_value("metadata/unavailable")
+            logger.warning("URL metadata store unavailable (%s) for %s", exc, item.url)
+            return item
+        item.changed, item.observations, item.changes = (
+            observation.changed, observation.observations, observation.changes
+        )
+        self.stats.inc_value("metadata/recorded")
+        if observation.changed:
+            self.stats.inc_value("metadata/changed")
+        return item

@@ -1,0 +1,188 @@
+"""Rotating ``.warc.gz`` files with a CDXJ index beside each (blocking I/O: run it in a thread).
+
+A file is written as ``<name>.warc.gz.open`` in the spool directory, one gzip
+member per record, flushed after every fetch (a killed process loses nothing
+already written), and closed when it reaches ``WARC_MAX_SIZE`` or when the
+crawl closes: renamed to ``<name>.warc.gz``, with ``<name>.cdxj`` beside it.
+Names follow the usual pattern and never collide between workers::
+
+    <prefix>-<YYYYmmddHHMMSS>-<serial:05d>-<host>-<pid>-<random>.warc.gz
+
+An ``.open`` file left by a crashed process is recovered at start-up: cut
+back to its last complete record, indexed and closed like any other.
+
+The CDXJ index has one line per response or revisit record::
+
+    <SURT key> <14-digit timestamp> {"url": ..., "mime": ..., "status": ...,
+      "digest": ..., "length": ..., "offset": ..., "filename": ...}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from warcio.archiveiterator import ArchiveIterator
+from warcio.exceptions import ArchiveLoadFailed
+from warcio.recordloader import ArcWarcRecord
+from warcio.warcwriter import WARCWriter
+
+from crawler.warc.records import RecordBuilder
+
+OPEN_SUFFIX = ".open"
+
+
+def surt(url: str) -> str:
+    """The SURT form used as CDXJ key: ``com,example)/path?query`` (lowercase, no scheme, no www)."""
+    rest = url.split("://", 1)[-1]
+    host, slash, path = rest.partition("/")
+    host = host.lower().split("@")[-1]
+    port = ""
+    if ":" in host and not host.endswith("]"):
+        host, port = host.rsplit(":", 1)
+        port = "" if port in ("80", "443") else ":" + port
+    if host.startswith("[") or host.replace(".", "").isdigit():
+        return host + port + ")/" + (path if slash else "").lower()  # an IP address is not reversed
+    labels = host.split(".")
+    if labels and labels[0] == "www":
+        labels = labels[1:]
+    return ",".join(reversed(labels)) + port + ")/" + (path if slash else "").lower()
+
+
+@dataclass(frozen=True)
+class ClosedFile:
+    """A finished WARC file and its index, ready for the store."""
+
+    warc: Path
+    index: Path
+
+
+class WarcFileWriter:
+    def __init__(
+        self,
+        spool: Path,
+        prefix: str,
+        max_size: int,
+        builder: RecordBuilder,
+        warcinfo: dict[str, Any],
+        clock: Any = time.time,
+        worker_id: str | None = None,
+    ) -> None:
+        self.spool = spool
+        self.prefix = prefix
+        self.max_size = max_size
+        self.builder = builder
+        self.warcinfo = warcinfo
+        self.clock = clock
+        self.worker_id = worker_id or f"{socket.gethostname().split('.')[0]}-{os.getpid()}-{secrets.token_hex(3)}"
+        self.serial = 0
+        self._handle: IO[bytes] | None = None
+        self._writer: WARCWriter | None = None
+        self._path: Path | None = None
+        self._index: list[str] = []
+        spool.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def current(self) -> Path | None:
+        return self._path
+
+    def _open(self) -> None:
+        self.serial += 1
+        stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime(self.clock()))
+        name = f"{self.prefix}-{stamp}-{self.serial:05d}-{self.worker_id}.warc.gz"
+        self._path = self.spool / (name + OPEN_SUFFIX)
+        self._handle = open(self._path, "wb")  # noqa: SIM115 - closed in close()
+        self._writer = WARCWriter(self._handle, gzip=True, warc_version="1.1")
+        self._index = []
+        self._writer.write_record(self.builder.warcinfo(name, self.warcinfo, self.clock()))
+
+    def write(self, records: list[ArcWarcRecord]) -> list[ClosedFile]:
+        """Write one fetch's records (flushed together); returns files closed by rotation."""
+        if self._writer is None:
+            self._open()
+        assert self._handle is not None and self._writer is not None and self._path is not None
+        for record in records:
+            offset = self._handle.tell()
+            self._writer.write_record(record)
+            self._index_record(record, offset, self._handle.tell() - offset)
+        self._handle.flush()
+        if self._handle.tell() >= self.max_size:
+            return [self.close()]
+        return []
+
+    def _index_record(self, record: ArcWarcRecord, offset: int, length: int) -> None:
+        if record.rec_type in ("response", "revisit"):
+            assert self._path is not None
+            self._index.append(_index_line(record, offset, length, self._path.name.removesuffix(OPEN_SUFFIX)))
+
+    def close(self) -> ClosedFile:
+        """Close the current file: rename it and write its CDXJ index."""
+        assert self._handle is not None and self._path is not None
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+        self._handle.close()
+        closed = _finish(self._path, self._index)
+        self._handle = self._writer = self._path = None
+        self._index = []
+        return closed
+
+    def close_if_open(self) -> list[ClosedFile]:
+        return [self.close()] if self._handle is not None else []
+
+
+def _finish(path: Path, index_lines: list[str]) -> ClosedFile:
+    final = path.with_name(path.name.removesuffix(OPEN_SUFFIX))
+    index = final.with_name(final.name.removesuffix(".warc.gz") + ".cdxj")
+    index.write_text("".join(line + "\n" for line in sorted(index_lines)), encoding="utf-8")
+    path.rename(final)
+    return ClosedFile(final, index)
+
+
+def recover_open_files(spool: Path) -> list[ClosedFile]:
+    """Close the ``.open`` files a crashed writer left: keep every complete record, index them."""
+    recovered = []
+    for path in sorted(spool.glob(f"*.warc.gz{OPEN_SUFFIX}")):
+        good = 0
+        lines: list[str] = []
+        name = path.name.removesuffix(OPEN_SUFFIX)
+        with open(path, "rb") as handle:
+            iterator = ArchiveIterator(handle)
+            try:
+                for record in iterator:
+                    if record.rec_type in ("response", "revisit"):
+                        record.content_stream().read()
+                    end = iterator.get_record_offset() + iterator.get_record_length()
+                    if record.rec_type in ("response", "revisit"):
+                        start = iterator.get_record_offset()
+                        lines.append(_index_line(record, start, end - start, name))
+                    good = end
+            except (ArchiveLoadFailed, EOFError, OSError, ValueError):
+                pass
+        with open(path, "r+b") as handle:
+            handle.truncate(good)
+        recovered.append(_finish(path, lines))
+    return recovered
+
+
+def _index_line(record: ArcWarcRecord, offset: int, length: int, filename: str) -> str:
+    url = record.rec_headers.get_header("WARC-Target-URI")
+    date = record.rec_headers.get_header("WARC-Date")
+    http = record.http_headers
+    fields = {
+        "url": url,
+        "mime": "warc/revisit" if record.rec_type == "revisit"
+        else ((http.get_header("Content-Type") or "").split(";")[0].strip() if http else ""),
+        "status": http.get_statuscode() if http else "",
+        "digest": record.rec_headers.get_header("WARC-Payload-Digest"),
+        "length": str(length),
+        "offset": str(offset),
+        "filename": filename,
+    }
+    timestamp = "".join(ch for ch in date[:19] if ch.isdigit())
+    return f"{surt(url)} {timestamp} {json.dumps(fields, sort_keys=True)}"
