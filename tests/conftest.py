@@ -183,3 +183,56 @@ def run_crawl(
         crawl_command(*args, settings=settings), cwd=cwd, env=env or crawl_env(), capture_output=True,
         text=True, timeout=timeout, check=False,
     )
+
+
+@dataclass
+class MotoServer:
+    """A real S3-compatible HTTP server (moto_server) in its own process."""
+
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        binary = Path(sys.executable).parent / "moto_server"
+        self.process = subprocess.Popen(
+            [str(binary), "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        _wait_for_port(self.port, timeout=30)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=30)
+        self.process = None
+
+    def client(self):  # type: ignore[no-untyped-def]
+        import boto3
+
+        return boto3.client(
+            "s3", endpoint_url=self.endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",
+            region_name="us-east-1",
+        )
+
+    def objects(self, bucket: str) -> dict[str, bytes]:
+        client = self.client()
+        out = {}
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+            for entry in page.get("Contents", []):
+                out[entry["Key"]] = client.get_object(Bucket=bucket, Key=entry["Key"])["Body"].read()
+        return out
+
+
+S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+@pytest.fixture
+def moto() -> Iterator[MotoServer]:
+    server = MotoServer()
+    server.start()
+    yield server
+    server.stop()

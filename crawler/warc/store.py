@@ -53,6 +53,8 @@ class WarcStoreConfig:
     session_token: str | None = None
     retry_delay: float = 1.0
     retry_max_delay: float = 300.0
+    #: Seconds an S3 request may take (connect: at most 10 s of it).
+    timeout: float = 60.0
 
     @property
     def is_s3(self) -> bool:
@@ -66,6 +68,7 @@ class WarcStoreConfig:
         store = str(settings.get("WARC_STORE") or "")
         retry = get_float(settings, "WARC_UPLOAD_RETRY_DELAY", 1.0, minimum=0.01)
         retry_max = get_float(settings, "WARC_UPLOAD_RETRY_MAX_DELAY", 300.0, minimum=0.01)
+        timeout = get_float(settings, "WARC_UPLOAD_TIMEOUT", 60.0, minimum=0.1)
         if store.startswith("s3://"):
             parts = urlsplit(store)
             if not parts.netloc:
@@ -81,6 +84,7 @@ class WarcStoreConfig:
                 session_token=settings.get("AWS_SESSION_TOKEN") or None,
                 retry_delay=retry,
                 retry_max_delay=retry_max,
+                timeout=timeout,
             )
         if "://" in store and not store.startswith("file://"):
             raise ConfigurationError("WARC_STORE", f"{store!r}: expected a directory, file:///dir or s3://bucket/prefix")
@@ -141,7 +145,11 @@ class Uploader:
         )
         return session.client(
             "s3", endpoint_url=self.config.endpoint_url,
-            config=Config(retries={"max_attempts": 2, "mode": "standard"}, connect_timeout=5, read_timeout=30),
+            config=Config(
+                retries={"max_attempts": 2, "mode": "standard"},
+                connect_timeout=min(10.0, self.config.timeout),
+                read_timeout=self.config.timeout,
+            ),
         )
 
     def _run(self) -> None:
@@ -159,7 +167,7 @@ class Uploader:
                     break
                 except Exception as exc:
                     self.stats.inc_value("warc/upload_errors")
-                    logger.warning("WARC upload of %s failed (%s: %s); retrying in %.0f s",
+                    logger.warning("WARC upload of %s failed (%s: %s); retrying in %.1f s",
                                    closed.warc.name, type(exc).__name__, exc, delay)
                     self._stop.wait(delay)
                     delay = min(delay * 2, self.config.retry_max_delay)

@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import itertools
 import os
+import random
 import signal
 import socket
 import sys
@@ -147,6 +148,19 @@ def parse_page_path(path: str) -> int:
     return -1
 
 
+#: A 1x1 transparent PNG.
+TINY_PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000100e221bc330000000049454e44ae426082"
+)
+
+
+def near_duplicate_words(seed: int, count: int = 400) -> list[str]:
+    """A deterministic article: words from a large vocabulary."""
+    rng = random.Random(seed * 7919 + 17)
+    return [f"word{rng.randrange(5000)}" for _ in range(count)]
+
+
 _WORDS = ["crawler", "frontier", "politeness", "robots", "queue", "host", "lease", "redis", "scrapy", "archive", "index", "search", "page", "link", "anchor", "text", "content", "change", "rate", "fresh", "stale", "budget", "trap", "calendar", "session", "domain", "server", "client", "fetch", "parse", "store", "record"]
 
 
@@ -157,12 +171,10 @@ def render_page(spec: WebSpec, host: int, page: int, port: int) -> bytes:
         f"<title>Host {host} page {page}</title></head><body>",
         f"<h1>Host {host} page {page}</h1><p>",
     ]
-    # Deterministic filler text so pages differ from one another.
-    state = (host * 1000003 + page * 7919 + spec.seed) & 0xFFFFFFFF
-    words = []
-    for _ in range(spec.filler_words):
-        state = (state * 1103515245 + 12345) & 0x7FFFFFFF
-        words.append(_WORDS[state % len(_WORDS)])
+    # Deterministic filler text, different on every page (a seeded generator:
+    # the low bits of a bare LCG repeat with a short period).
+    rng = random.Random(host * 1000003 + page * 7919 + spec.seed)
+    words = rng.choices(_WORDS, k=spec.filler_words)
     parts.append(" ".join(words))
     parts.append("</p><ul>")
     for i, (other, target) in enumerate(links):
@@ -412,6 +424,36 @@ class MockWebServer:
             return Reply(200, "text/html", html.format(path, links).encode())
         if trap == "sitemap":
             return self.respond_sitemap(host, path)
+        if trap == "dups":
+            return self.respond_dups(host, path)
+        if trap == "images":
+            return self.respond_images(host, path)
+        return None
+
+    def respond_dups(self, host: int, path: str) -> Reply | None:
+        """Exact copies (/dup/<i>) and near copies (/near/<i>) of one article."""
+        article = " ".join(near_duplicate_words(host))
+        if path == "/":
+            links = "".join(f'<a href="/dup/{i}">d</a><a href="/near/{i}">n</a>' for i in range(1, 5))
+            return Reply(200, "text/html", f"<html><body><p>{article}</p>{links}</body></html>".encode())
+        if path.startswith("/dup/"):
+            return Reply(200, "text/html", f"<html><body><p>{article}</p></body></html>".encode())
+        if path.startswith("/near/"):
+            i = path.rsplit("/", 1)[1]
+            # Small edits: a timestamp, a rotating banner, a session token.
+            edits = f"<p>Updated 2026-11-{int(i) + 10} 10:0{i}</p><div>banner {i}</div><i>token{i}x</i>"
+            return Reply(200, "text/html", f"<html><body>{edits}<p>{article}</p></body></html>".encode())
+        return None
+
+    def respond_images(self, host: int, path: str) -> Reply | None:
+        if path == "/":
+            body = ('<html><body><img src="/img/logo.png"><img src="/img/photo.jpg">'
+                    '<a href="/p/1">p</a></body></html>')
+            return Reply(200, "text/html", body.encode())
+        if path == "/img/logo.png":
+            return Reply(200, "image/png", TINY_PNG)
+        if path == "/img/photo.jpg":
+            return Reply(200, "image/jpeg", b"\xff\xd8\xff\xe0not really a jpeg")
         return None
 
     def respond_sitemap(self, host: int, path: str) -> Reply | None:
