@@ -9,7 +9,11 @@ missing strings are ``""``, missing numbers ``0``)::
      last_modified, length, outlinks, observations, changes, next_visit]
 
 ``digest8`` is the first 8 bytes of the payload's SHA-1 (enough to tell a
-change), ``simhash8`` the page's SimHash (8 bytes, big-endian). The record
+change), ``simhash8`` the page's SimHash (8 bytes, big-endian),
+``last_modified`` epoch seconds. A record is about 50 bytes, so a host's hash
+stays a compact listpack under Redis's default ``hash-max-listpack-value``
+(64) while the host has at most ``hash-max-listpack-entries`` URLs (128 by
+default, 512 in the embedded server). The record
 script (``lua/urlmeta.lua``) keeps the change history: ``observations``
 (fetches with content) and ``changes`` (fetches whose content changed: digest
 differs and SimHash distance above ``METADATA_CHANGE_DISTANCE``). Measured
@@ -53,7 +57,8 @@ class UrlRecord:
     digest8: bytes = b""
     simhash8: bytes = b""
     etag: str = ""
-    last_modified: str = ""
+    #: Last-Modified as epoch seconds (0: none); an HTTP-date again with email.utils.formatdate.
+    last_modified: int = 0
     length: int = 0
     outlinks: int = 0
     observations: int = 0
@@ -76,7 +81,7 @@ class UrlRecord:
             fields
         )
         return cls(UrlState(state), fetched_at, status, digest8, simhash8, etag.decode("utf-8", "replace"),
-                   last_modified.decode("utf-8", "replace"), length, outlinks, obs, changes, nxt)
+                   last_modified, length, outlinks, obs, changes, nxt)
 
     @property
     def simhash(self) -> int | None:

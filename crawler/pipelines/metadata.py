@@ -10,6 +10,7 @@ If Redis cannot answer, the page goes on (counted in ``metadata/unavailable``).
 from __future__ import annotations
 
 import logging
+from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, Self
 
 from redis.exceptions import RedisError
@@ -34,6 +35,15 @@ def _header(headers: list[tuple[str, str]], name: str) -> str:
         if key.lower() == lowered:
             return value
     return ""
+
+
+def _epoch(http_date: str) -> int:
+    if not http_date:
+        return 0
+    try:
+        return int(parsedate_to_datetime(http_date).timestamp())
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return 0
 
 
 class UrlMetadataPipeline:
@@ -78,7 +88,7 @@ class UrlMetadataPipeline:
             digest8=digest8(item.payload_digest) if content and item.payload_digest else b"",
             simhash8=item.simhash.to_bytes(8, "big") if content and item.simhash is not None else b"",
             etag=_header(item.headers, "ETag"),
-            last_modified=_header(item.headers, "Last-Modified"),
+            last_modified=_epoch(_header(item.headers, "Last-Modified")),
             length=len(item.body),
             outlinks=len(item.outlinks),
         )

@@ -105,6 +105,9 @@ class EmbeddedRedisServer:
             # The exact seen store keeps ~256 fingerprints per set; intsets up
             # to 4,096 leave room for a crawl that outgrows its estimate.
             "--set-max-intset-entries", "4096",
+            # URL metadata: one hash per host stays a listpack up to 512 URLs.
+            "--hash-max-listpack-entries", "512",
+            "--hash-max-listpack-value", "128",
         ]
         self.process = subprocess.Popen(
             command,

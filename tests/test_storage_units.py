@@ -1,0 +1,157 @@
+"""Storage units: golden WARC bytes, header rules, SURT, recovery, text and SimHash, metadata records."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import os
+from pathlib import Path
+
+import pytest
+from selectolax.lexbor import LexborHTMLParser
+from warcio.archiveiterator import ArchiveIterator
+from warcio.warcwriter import WARCWriter
+
+from crawler.dedup.text import hamming, simhash64, visible_text, words
+from crawler.metadata.store import UrlRecord, UrlState, digest8
+from crawler.warc.records import Fetch, RecordBuilder, RecordIds, payload_digest, stored_response_headers
+from crawler.warc.store import WarcStoreConfig
+from crawler.warc.writer import WarcFileWriter, recover_open_files, surt
+
+GOLDEN = Path(__file__).parent / "golden" / "fetch.warc"
+
+
+def fixed_builder() -> RecordBuilder:
+    counter = itertools.count(1)
+    return RecordBuilder(RecordIds(lambda: f"<urn:uuid:00000000-0000-4000-8000-{next(counter):012d}>"))
+
+
+def sample_fetch(**changes: object) -> Fetch:
+    fetch = Fetch(
+        url="http://www.example.test/a/page.html?x=1",
+        method="GET",
+        request_headers=[("User-Agent", "testbot/1.0 (+https://example.org/bot)"), ("Accept-Encoding", "gzip")],
+        status=200,
+        reason="OK",
+        protocol="HTTP/1.1",
+        response_headers=[("Content-Type", "text/html; charset=utf-8"), ("Content-Encoding", "gzip"),
+                          ("Content-Length", "31"), ("Transfer-Encoding", "chunked")],
+        payload=b"<html><body>hello</body></html>\n",
+        fetched_at=1_700_000_000.25,
+        original_encoding="gzip",
+        ip_address="127.0.0.1",
+        outlinks=["http://www.example.test/b"],
+        fetch_duration=0.125,
+    )
+    for name, value in changes.items():
+        setattr(fetch, name, value)
+    return fetch
+
+
+def serialize(records: list[object]) -> bytes:
+    buffer = io.BytesIO()
+    writer = WARCWriter(buffer, gzip=False, warc_version="1.1")
+    for record in records:
+        writer.write_record(record)
+    return buffer.getvalue()
+
+
+def test_record_builder_golden_bytes() -> None:
+    builder = fixed_builder()
+    data = serialize(
+        [builder.warcinfo("t.warc.gz", {"software": "test"}, 1_700_000_000.0), *builder.fetch_records(sample_fetch()),
+         *builder.fetch_records(sample_fetch(revisit_of=("http://www.example.test/first", "2023-11-14T22:13:20Z")),
+                                with_metadata=False)]
+    )
+    if os.environ.get("UPDATE_GOLDEN"):
+        GOLDEN.write_bytes(data)
+    assert data == GOLDEN.read_bytes()
+
+
+def test_golden_file_is_valid_warc() -> None:
+    kinds = [record.rec_type for record in ArchiveIterator(io.BytesIO(GOLDEN.read_bytes()))]
+    assert kinds == ["warcinfo", "request", "response", "metadata", "request", "revisit"]
+
+
+def test_stored_headers_agree_with_the_payload() -> None:
+    headers = stored_response_headers(sample_fetch())
+    assert ("X-Crawler-Content-Encoding", "gzip") in headers
+    assert ("X-Crawler-Content-Length", "31") in headers
+    assert ("X-Crawler-Transfer-Encoding", "chunked") in headers
+    assert ("Content-Length", "32") in headers
+    assert not [h for h in headers if h[0] in ("Content-Encoding", "Transfer-Encoding")]
+    plain = stored_response_headers(sample_fetch(original_encoding=None, response_headers=[("Content-Length", "32")]))
+    assert plain == [("Content-Length", "32")]
+
+
+def test_payload_digest_form() -> None:
+    assert payload_digest(b"") == "sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ"
+    assert len(digest8(payload_digest(b"x"))) == 8
+
+
+@pytest.mark.parametrize(
+    ("url", "key"),
+    [("http://www.Example.com/Path?Q=1", "com,example)/path?q=1"), ("https://a.b.example.org:8443/", "org,example,b,a:8443)/"),
+     ("http://127.0.0.1:8080/x", "127.0.0.1:8080)/x"), ("http://example.com", "com,example)/")],
+)
+def test_surt(url: str, key: str) -> None:
+    assert surt(url) == key
+
+
+def test_rotation_names_and_recovery(tmp_path: Path) -> None:
+    builder = fixed_builder()
+    writer = WarcFileWriter(tmp_path, "crawl", 2000, builder, {"software": "test"}, clock=lambda: 1_700_000_000.0,
+                            worker_id="w1")
+    closed = []
+    for i in range(6):
+        closed += writer.write(builder.fetch_records(sample_fetch(url=f"http://example.test/{i}")))
+    assert len(closed) >= 2
+    assert [c.warc.name for c in closed][:2] == ["crawl-20231114221320-00001-w1.warc.gz",
+                                                  "crawl-20231114221320-00002-w1.warc.gz"]
+    assert all(c.index.exists() for c in closed)
+    # A file left open by a crash, with a torn last record, is cut back and closed.
+    if writer.current is None:
+        writer.write(builder.fetch_records(sample_fetch(url="http://example.test/last"), with_metadata=False))
+    assert writer.current is not None
+    open_path = writer.current
+    writer._handle.write(b"\x1f\x8b\x08\x00garbage")  # type: ignore[union-attr]
+    writer._handle.flush()  # type: ignore[union-attr]
+    recovered = recover_open_files(tmp_path)
+    assert [r.warc.name for r in recovered] == [open_path.name.removesuffix(".open")]
+    kinds = [r.rec_type for r in ArchiveIterator(io.BytesIO(recovered[0].warc.read_bytes()))]
+    assert kinds[0] == "warcinfo" and kinds.count("response") == len(recovered[0].index.read_text().splitlines())
+
+
+def test_store_settings(tmp_path: Path) -> None:
+    from scrapy.settings import Settings
+
+    from crawler.exceptions import ConfigurationError
+
+    assert WarcStoreConfig.from_settings(Settings({}), tmp_path).spool == tmp_path / "warc"
+    assert WarcStoreConfig.from_settings(Settings({"WARC_STORE": f"file://{tmp_path}/w"}), tmp_path).spool == tmp_path / "w"
+    s3 = WarcStoreConfig.from_settings(Settings({"WARC_STORE": "s3://bucket/a/b", "WARC_S3_ENDPOINT_URL": "http://x"}),
+                                       tmp_path)
+    assert (s3.bucket, s3.key_prefix, s3.endpoint_url, s3.spool) == ("bucket", "a/b", "http://x", tmp_path / "warc-spool")
+    with pytest.raises(ConfigurationError, match="WARC_STORE"):
+        WarcStoreConfig.from_settings(Settings({"WARC_STORE": "ftp://x/y"}), tmp_path)
+
+
+def test_visible_text_and_simhash() -> None:
+    html = b"""<html><head><title>T</title><style>.x{}</style></head><body><script>var a=1;</script>
+      <p>The quick brown fox</p><noscript>enable js</noscript><div>jumps over the lazy dog</div></body></html>"""
+    text = visible_text(LexborHTMLParser(html))
+    assert words(text) == ["the", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog"]
+    base = " ".join(f"w{i % 97} x{i}" for i in range(300))
+    edited = base.replace("x150", "changed")
+    assert hamming(simhash64(words(base)) or 0, simhash64(words(edited)) or 0) <= 3
+    other = " ".join(f"z{i}" for i in range(300))
+    assert hamming(simhash64(words(base)) or 0, simhash64(words(other)) or 0) > 3
+    assert simhash64([]) is None
+
+
+def test_url_record_round_trip() -> None:
+    record = UrlRecord(UrlState.FETCHED, 1_700_000_000, 200, b"12345678", (2**63 + 5).to_bytes(8, "big"), 'W/"e"',
+                       1_699_999_000, 1234, 7, 3, 1, 1_700_086_400)
+    assert UrlRecord.unpack(record.pack()) == record
+    assert record.simhash == 2**63 + 5
+    assert len(record.pack()) < 64  # fits Redis's default hash-max-listpack-value
