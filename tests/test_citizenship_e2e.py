@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from crawler.frontier.keys import FrontierKeys
+from crawler.metadata.store import UrlRecord, UrlState, url_field
 from tests.conftest import MockWeb, RedisServer, run_crawl
 from tests.support.mockweb import LogEntry, WebSpec, host_ip
 
@@ -109,8 +110,11 @@ def crawl(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) -
         for key, value in client.hgetall(FrontierKeys(crawl_id).key("deadinfo")).items()
     }
     sitemaps = client.smembers(FrontierKeys(crawl_id).key("sitemaps:" + host_ip(7)))
+    raw = client.hget(FrontierKeys(crawl_id).key(f"urlmeta:{host_ip(18)}"),
+                      url_field(f"http://{host_ip(18)}:{web.port}/server-error"))
+    dead_record = UrlRecord.unpack(raw) if raw else None
     return {"result": result, "hosts": by_host(entries), "all": entries, "dead": dead, "sitemaps": sitemaps,
-            "port": web.port}
+            "port": web.port, "dead_record": dead_record}
 
 
 def test_the_crawl_finishes(crawl: dict[str, Any]) -> None:
@@ -251,6 +255,9 @@ def test_server_errors_are_retried_then_dead_lettered(crawl: dict[str, Any]) -> 
     assert paths(crawl["hosts"][18]).count("/server-error") == 2
     errors = {info[3] for info in crawl["dead"].values() if info[0] == host_ip(18)}
     assert errors == {"http_500"}
+    # ... and marked dead in the URL metadata store.
+    record = crawl["dead_record"]
+    assert record is not None and record.state is UrlState.DEAD
 
 
 def test_bodies_over_the_size_cap_are_cut_and_large_ones_counted(crawl: dict[str, Any]) -> None:

@@ -386,6 +386,7 @@ class FrontierScheduler(BaseScheduler):
             host_signal=outcome.host_signal,
             error=outcome.error,
             message=outcome.message,
+            metadata_field=url_fingerprint(request.url)[:8] if outcome.action is LeaseAction.DEAD else b"",
         )
 
     def _poke(self) -> None:

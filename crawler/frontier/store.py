@@ -99,6 +99,8 @@ class Completion:
     #: Error class and message of a dead letter.
     error: str = ""
     message: str = ""
+    #: The URL's field in the URL metadata store, to mark a dead letter dead there.
+    metadata_field: bytes = b""
 
 
 @dataclass(frozen=True)
@@ -326,6 +328,7 @@ class RedisFrontier:
                 args += (
                     done.member, done.next_allowed_ms, done.completed_ms, int(done.action), done.not_before_ms,
                     done.blob, int(done.host_signal), f"{_clean(done.error)}\t{_clean(done.message)}",
+                    done.metadata_field,
                 )
             commands.append(command(*args))
             order.append("ack")

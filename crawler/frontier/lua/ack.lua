@@ -5,10 +5,12 @@
 -- KEYS[1]: the shard's lease set
 -- ARGV[1]: P; ARGV[2]: now_ms;
 -- ARGV[3..7]: throttle_base_ms, throttle_max_ms, park_after, park_base_ms, park_max_ms
--- then 8 values per lease: member, next_allowed_ms, completed_ms, action
+-- then 9 values per lease: member, next_allowed_ms, completed_ms, action
 --   (0 done, 1 requeue, 2 dead letter), not_before_ms, blob ('' = keep the
 --   stored request), host signal (0 ok, 1 throttled, 2 failed, 3 neutral),
---   dead-letter info ("error\tmessage").
+--   dead-letter info ("error\tmessage"), URL metadata field ('' = none: a
+--   dead letter's URL is then marked dead in the URL metadata store, whose
+--   record layout is documented in crawler/metadata/store.py).
 -- next_allowed_ms is the politeness policy's answer; the host's floor
 -- (P..'hostdelay', ms, set by robots.txt Crawl-delay), its throttle level
 -- (429/503) and its consecutive failures can only raise it.
@@ -22,7 +24,7 @@ local park_base = tonumber(ARGV[6])
 local park_max = tonumber(ARGV[7])
 local leases = KEYS[1]
 local acked, stale, requeued, dead, parked = 0, 0, 0, 0, 0
-for i = 8, #ARGV, 8 do
+for i = 8, #ARGV, 9 do
   local member = ARGV[i]
   if redis.call('ZREM', leases, member) == 1 then
     local leaseno, level, id, host = parse_member(member)
@@ -69,6 +71,20 @@ for i = 8, #ARGV, 8 do
         redis.call('HSET', P .. 'dead', id, blob)
         redis.call('HSET', P .. 'deadinfo', id, host .. '\t' .. level .. '\t' .. now .. '\t' .. ARGV[i + 7])
         dead = dead + 1
+        local field = ARGV[i + 8]
+        if field ~= '' then
+          local metadata = P .. 'urlmeta:' .. host
+          local old = redis.call('HGET', metadata, field)
+          local record
+          if old then
+            record = cmsgpack.unpack(old)
+          else
+            record = {1, 0, 0, 0, '', '', '', 0, 0, 0, 0, 0, 0}
+          end
+          record[2] = 3  -- UrlState.DEAD
+          record[3] = math.floor(now / 1000)
+          redis.call('HSET', metadata, field, cmsgpack.pack(record))
+        end
       else
         redis.call('HDEL', P .. 'req', id)
       end
