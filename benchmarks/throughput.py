@@ -7,7 +7,12 @@ at zero (FRONTIER_MIN_DELAY = 0, FRONTIER_DELAY_FACTOR = 0):
 * on each: ``scrapy crawl web`` (one worker, robots.txt, frontier and seen set
   on: every host's robots.txt is fetched and checked) and plain Scrapy's follow-all
   spider (``DownloaderAwarePriorityQueue``, ``CONCURRENT_REQUESTS_PER_DOMAIN = 1``);
-* on web (a): two crawler workers sharing one frontier, against one.
+* on web (a): two crawler workers sharing one frontier, against one;
+* on web (a): one worker with the storage pipelines on (WARC files, exact and
+  SimHash dedup, URL metadata, text module), for the cost of storage.
+
+The comparison runs measure the crawl path the issue names: robots.txt,
+frontier and seen set on, storage pipelines off.
 
 For each run it prints pages/s, CPU seconds per page of the crawling process
 (and of redis-server, separately), peak RSS, and politeness violations counted
@@ -164,7 +169,15 @@ def measure(label: str, web: Web, services: Services, commands: list[tuple[list[
     return RunResult(label, len(entries), seconds, cpu, redis_cpu, rss, report.overlaps, report.short_gaps)
 
 
-def crawler_command(seeds: Path, services: Services, crawl_id: str, seconds: int) -> list[str]:
+#: The crawl path only (robots.txt, frontier, seen set): no storage pipelines,
+#: no text module (the issue's configuration for the comparison).
+CRAWL_ONLY = [
+    "-s", "ITEM_PIPELINES={}",
+    "-s", 'WEB_PAGE_MODULES={"crawler.modules.links.LinksModule": 100}',
+]
+
+
+def crawler_command(seeds: Path, services: Services, crawl_id: str, seconds: int, full: bool = False) -> list[str]:
     return [
         sys.executable, "-m", "scrapy", "crawl", "web", "-a", f"seeds={seeds}",
         "-s", f"REDIS_URL={services.redis_url}", "-s", f"FRONTIER_CRAWL_ID={crawl_id}",
@@ -175,6 +188,9 @@ def crawler_command(seeds: Path, services: Services, crawl_id: str, seconds: int
         "-s", "ALLOW_PRIVATE_NETWORKS=True",
         # A real identity, as a production crawl has (the placeholder adds a check).
         "-s", "USER_AGENT=benchbot/1.0 (+https://example.org/bench)",
+        "-s", f"CRAWL_DATA_DIR={services.workdir / 'crawl-data'}",
+        "-s", "SEEN_EXPECTED_URLS=1000000",
+        *([] if full else CRAWL_ONLY),
     ]
 
 
@@ -260,6 +276,16 @@ def main() -> None:
             results += [one, two]
             print_table([one, two])
             ratios.append(f"zipf: 2 workers / 1 worker = {two.pages_per_second / one.pages_per_second:.2f}x pages/s")
+        finally:
+            web.stop()
+        web = Web(spec, workdir / "zipf-full.log")
+        try:
+            seeds = web.seeds(workdir / "zipf-seeds.txt")
+            full = measure("zipf: crawler + WARC, dedup, metadata", web, services,
+                           [(crawler_command(seeds, services, f"bench-{uuid.uuid4().hex[:8]}", args.seconds,
+                                             full=True), ROOT)])
+            results.append(full)
+            print_table([full])
         finally:
             web.stop()
     finally:
