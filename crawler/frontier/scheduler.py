@@ -335,7 +335,10 @@ class FrontierScheduler(BaseScheduler):
         if self._handed:
             self._collect_completions()
         if not self._buffer:
-            if not self._closing and self._next_ready_at <= time.time():
+            # Ask the pump for work only if it could claim some: with every
+            # slot taken (requests still in the pipelines) a poke would only
+            # spin the engine and the pump against each other.
+            if not self._closing and self._capacity() > 0 and self._next_ready_at <= time.time():
                 self._poke()
             return None
         request, handout = self._buffer.popleft()
@@ -495,7 +498,9 @@ class FrontierScheduler(BaseScheduler):
                 handout = Handout(lease)
                 request.meta[LEASE_META] = handout
                 self._buffer.append((request, handout))
-        self._wake_engine()
+        if self._buffer or not self.has_pending_requests():
+            # New requests to hand out, or the crawl may be over: the engine looks.
+            self._wake_engine()
 
     def _record(self, result: StepResult) -> None:
         inc = self.stats.inc_value
