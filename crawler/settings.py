@@ -160,6 +160,8 @@ WARC_STORE = None
 WARC_S3_ENDPOINT_URL = None
 # Rotate at 1 GB, the usual size of archive WARC files.
 WARC_MAX_SIZE = 1_000_000_000
+# gzip level of each record (1-9); 6 is zlib's default balance of speed and size.
+WARC_GZIP_LEVEL = 6
 WARC_METADATA_RECORDS = True
 DEDUP_SIMHASH_DISTANCE = 3
 DEDUP_MAX_WORDS = 2000

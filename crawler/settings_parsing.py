@@ -15,7 +15,16 @@ from scrapy.settings import BaseSettings
 from crawler.exceptions import ConfigurationError
 
 
-def get_float(settings: BaseSettings, name: str, default: float, *, minimum: float | None = None) -> float:
+def _check_range(name: str, value: float, minimum: float | None, maximum: float | None) -> None:
+    if minimum is not None and value < minimum:
+        raise ConfigurationError(name, f"must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ConfigurationError(name, f"must be at most {maximum}, got {value}")
+
+
+def get_float(
+    settings: BaseSettings, name: str, default: float, *, minimum: float | None = None, maximum: float | None = None
+) -> float:
     raw = settings.get(name, default)
     try:
         value = float(raw)
@@ -23,12 +32,13 @@ def get_float(settings: BaseSettings, name: str, default: float, *, minimum: flo
         raise ConfigurationError(name, f"expected a number, got {raw!r}") from None
     if value != value:  # NaN
         raise ConfigurationError(name, "expected a number, got NaN")
-    if minimum is not None and value < minimum:
-        raise ConfigurationError(name, f"must be at least {minimum}, got {value}")
+    _check_range(name, value, minimum, maximum)
     return value
 
 
-def get_int(settings: BaseSettings, name: str, default: int, *, minimum: int | None = None) -> int:
+def get_int(
+    settings: BaseSettings, name: str, default: int, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
     raw = settings.get(name, default)
     if isinstance(raw, bool):
         raise ConfigurationError(name, f"expected an integer, got {raw!r}")
@@ -38,8 +48,7 @@ def get_int(settings: BaseSettings, name: str, default: int, *, minimum: int | N
         raise ConfigurationError(name, f"expected an integer, got {raw!r}") from None
     if isinstance(raw, float) and raw != value:
         raise ConfigurationError(name, f"expected an integer, got {raw!r}")
-    if minimum is not None and value < minimum:
-        raise ConfigurationError(name, f"must be at least {minimum}, got {value}")
+    _check_range(name, value, minimum, maximum)
     return value
 
 

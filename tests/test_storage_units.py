@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import io
 import itertools
+import json
 import os
+import zlib
 from pathlib import Path
 
 import pytest
@@ -155,3 +157,64 @@ def test_url_record_round_trip() -> None:
     assert UrlRecord.unpack(record.pack()) == record
     assert record.simhash == 2**63 + 5
     assert len(record.pack()) < 64  # fits Redis's default hash-max-listpack-value
+
+
+@pytest.mark.parametrize("level", [1, 6, 9])
+def test_writer_gzips_each_record_alone(tmp_path: Path, level: int) -> None:
+    builder = fixed_builder()
+    writer = WarcFileWriter(tmp_path, "crawl", 10**9, builder, {"software": "test"}, clock=lambda: 1_700_000_000.0,
+                            worker_id="w1", gzip_level=level)
+    records = builder.fetch_records(sample_fetch())
+    writer.write(records)
+    closed = writer.close()
+    data = closed.warc.read_bytes()
+    # Every record is a gzip member of its own: the CDXJ offsets point at members.
+    members = []
+    while data:
+        inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
+        members.append(inflater.decompress(data))
+        data = inflater.unused_data
+    assert len(members) == 1 + len(records)
+    fresh = fixed_builder()  # the same record ids, made in the same order
+    fetch_records = fresh.fetch_records(sample_fetch())
+    expected = serialize([fresh.warcinfo(closed.warc.name, {"software": "test"}, 1_700_000_000.0), *fetch_records])
+    assert b"".join(members) == expected
+    for line in closed.index.read_text().splitlines():
+        fields = json.loads(line.split(" ", 2)[2])
+        start, length = int(fields["offset"]), int(fields["length"])
+        record = next(iter(ArchiveIterator(io.BytesIO(closed.warc.read_bytes()[start:start + length]))))
+        assert record.rec_type == "response"
+
+
+def test_gzip_level_setting_is_checked() -> None:
+    from scrapy.settings import Settings
+
+    from crawler.exceptions import ConfigurationError
+    from crawler.settings_parsing import get_int
+
+    assert get_int(Settings({"WARC_GZIP_LEVEL": "3"}), "WARC_GZIP_LEVEL", 6, minimum=1, maximum=9) == 3
+    with pytest.raises(ConfigurationError, match="WARC_GZIP_LEVEL.*at most 9"):
+        get_int(Settings({"WARC_GZIP_LEVEL": 10}), "WARC_GZIP_LEVEL", 6, minimum=1, maximum=9)
+
+
+def test_append_batches_rotate_between_fetches(tmp_path: Path) -> None:
+    builder = fixed_builder()
+    writer = WarcFileWriter(tmp_path, "crawl", 1500, builder, {"software": "test"}, clock=lambda: 1_700_000_000.0,
+                            worker_id="w1")
+    batch = [writer.encode(builder.fetch_records(sample_fetch(url=f"http://example.test/{i}"))) for i in range(5)]
+    closed = writer.append(batch) + writer.close_if_open()
+    assert len(closed) >= 2
+    urls = []
+    for finished in closed:
+        data = finished.warc.read_bytes()
+        records = list(ArchiveIterator(io.BytesIO(data)))
+        kinds = [r.rec_type for r in records]
+        # Every file starts with warcinfo and holds whole fetches only.
+        assert kinds[0] == "warcinfo" and kinds[1:] == ["request", "response", "metadata"] * ((len(kinds) - 1) // 3)
+        for line in finished.index.read_text().splitlines():
+            fields = json.loads(line.split(" ", 2)[2])
+            start, length = int(fields["offset"]), int(fields["length"])
+            record = next(iter(ArchiveIterator(io.BytesIO(data[start:start + length]))))
+            assert record.rec_type == "response" and fields["filename"] == finished.warc.name
+            urls.append(fields["url"])
+    assert sorted(urls) == [f"http://example.test/{i}" for i in range(5)]

@@ -25,7 +25,7 @@ from crawler.redisconn.provider import crawl_id_for
 from crawler.settings_parsing import get_bool, get_float, get_int
 from crawler.warc.records import Fetch, RecordBuilder
 from crawler.warc.store import Uploader, WarcStoreConfig, spooled_files
-from crawler.warc.writer import ClosedFile, WarcFileWriter, recover_open_files
+from crawler.warc.writer import ClosedFile, EncodedRecord, WarcFileWriter, recover_open_files
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -43,17 +43,20 @@ def job_dir(crawler: Crawler) -> Path:
 
 class WarcPipeline:
     def __init__(self, crawler: Crawler, store: WarcStoreConfig, max_size: int, metadata: bool,
-                 close_timeout: float) -> None:
+                 close_timeout: float, gzip_level: int = 6) -> None:
         self.crawler = crawler
         self.store = store
         self.max_size = max_size
         self.metadata = metadata
         self.close_timeout = close_timeout
+        self.gzip_level = gzip_level
         self.stats = crawler.stats
         self.builder = RecordBuilder()
         self.writer: WarcFileWriter | None = None
         self.uploader: Uploader | None = None
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warc-writer")
+        self._pending: list[tuple[list[EncodedRecord], asyncio.Future[None]]] = []
+        self._appender: asyncio.Future[None] | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -66,6 +69,7 @@ class WarcPipeline:
             get_int(settings, "WARC_MAX_SIZE", 1_000_000_000, minimum=1024),
             get_bool(settings, "WARC_METADATA_RECORDS", True),
             get_float(settings, "WARC_UPLOAD_CLOSE_TIMEOUT", 60.0, minimum=0.0),
+            get_int(settings, "WARC_GZIP_LEVEL", 6, minimum=1, maximum=9),
         )
 
     def _warcinfo(self) -> dict[str, Any]:
@@ -83,7 +87,9 @@ class WarcPipeline:
     async def open_spider(self) -> None:
         loop = asyncio.get_running_loop()
         prefix = str(self.crawler.settings.get("WARC_PREFIX") or crawl_id_for(self.crawler))
-        self.writer = WarcFileWriter(self.store.spool, prefix, self.max_size, self.builder, self._warcinfo())
+        self.writer = WarcFileWriter(
+            self.store.spool, prefix, self.max_size, self.builder, self._warcinfo(), gzip_level=self.gzip_level
+        )
         recovered = await loop.run_in_executor(self._thread, recover_open_files, self.store.spool)
         if recovered:
             logger.info("Recovered %d unfinished WARC files in %s", len(recovered), self.store.spool)
@@ -103,14 +109,37 @@ class WarcPipeline:
             fetched_at=item.fetched_at, original_encoding=item.original_encoding, ip_address=item.ip_address,
             outlinks=item.outlinks, fetch_duration=item.fetch_duration, revisit_of=item.duplicate_of,
         )
-        closed = await asyncio.get_running_loop().run_in_executor(self._thread, self._write, fetch)
+        encoded = self.writer.encode(self.builder.fetch_records(fetch, with_metadata=self.metadata))
+        done = asyncio.get_running_loop().create_future()
+        self._pending.append((encoded, done))
+        if self._appender is None or self._appender.done():
+            self._appender = asyncio.ensure_future(self._append_pending())
+        await done
         self.stats.inc_value("warc/revisit_records" if fetch.revisit_of else "warc/response_records")
-        self._hand_over(closed)
         return item
 
-    def _write(self, fetch: Fetch) -> list[ClosedFile]:
+    async def _append_pending(self) -> None:
+        """Append what is pending in one call to the writer thread, until nothing is.
+
+        Items that arrive while the thread writes go together in the next call:
+        one thread hand-off per batch rather than per page (each hand-off costs
+        GIL contention the event loop pays for).
+        """
         assert self.writer is not None
-        return self.writer.write(self.builder.fetch_records(fetch, with_metadata=self.metadata))
+        loop = asyncio.get_running_loop()
+        while self._pending:
+            batch, self._pending = self._pending, []
+            try:
+                closed = await loop.run_in_executor(self._thread, self.writer.append, [e for e, _ in batch])
+            except Exception as exc:  # every waiting item fails with it
+                for _, done in batch:
+                    if not done.done():
+                        done.set_exception(exc)
+                continue
+            self._hand_over(closed)
+            for _, done in batch:
+                if not done.done():
+                    done.set_result(None)
 
     def _hand_over(self, closed: list[ClosedFile]) -> None:
         for finished in closed:
@@ -120,6 +149,8 @@ class WarcPipeline:
 
     async def close_spider(self) -> None:
         loop = asyncio.get_running_loop()
+        if self._appender is not None:
+            await self._appender
         if self.writer is not None:
             self._hand_over(await loop.run_in_executor(self._thread, self.writer.close_if_open))
         if self.uploader is not None:

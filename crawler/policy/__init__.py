@@ -1,0 +1,1 @@
+"""Crawl policies as pure functions: recrawl intervals, priority, the crawl clock."""

@@ -1,0 +1,117 @@
+"""When to fetch a page again: change-rate estimation and the revisit interval (pure).
+
+**What counts as a change** (the URL metadata store decides, per fetch): the
+payload digest differs from the previous fetch *and* the SimHash distance is
+above ``METADATA_CHANGE_DISTANCE`` (3), so a rotating timestamp or banner
+alone is not a change. A ``304 Not Modified`` and a ``200`` with the same
+digest are "unchanged". Failed fetches are not observations.
+
+**Estimator** (Cho & Garcia-Molina, "Estimating frequency of change", 2003):
+for ``n`` observations at intervals ``I`` of which ``X`` saw a change, the
+naive rate ``X / (n I)`` underestimates (several changes between two visits
+look like one; a change every visit saturates). The bias-reduced estimator
+for a Poisson process is
+
+    r = -ln((n - X + 0.5) / (n + 0.5)) / I
+
+with ``I`` the mean interval between observations (the observed span divided
+by ``n - 1``). With ``X = 0`` it is 0.
+
+**Interval**: the page is revisited after ``RECRAWL_CHANGE_FRACTION`` (0.5) of
+its expected time between changes (``1 / r``), so a change is seen, on
+average, soon after it happens; divided by ``1 + RECRAWL_IMPORTANCE_BOOST x
+importance`` (importance in [0, 1]) so important pages come back sooner;
+clamped to ``[RECRAWL_MIN_INTERVAL, RECRAWL_MAX_INTERVAL]``. A page never
+seen to change (``X = 0``) drifts towards the maximum: its interval doubles
+at every unchanged visit, from ``RECRAWL_INITIAL_INTERVAL``. A sitemap
+``lastmod`` later than the last fetch makes the URL due at once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+
+from scrapy.settings import BaseSettings
+
+from crawler.settings_parsing import get_float
+
+
+@dataclass(frozen=True)
+class ChangeHistory:
+    """What the metadata store knows of a URL."""
+
+    observations: int  # fetches with content
+    changes: int  # of which saw a change
+    first_fetch: float  # crawl-clock seconds
+    last_fetch: float
+
+    @property
+    def mean_interval(self) -> float | None:
+        if self.observations < 2 or self.last_fetch <= self.first_fetch:
+            return None
+        return (self.last_fetch - self.first_fetch) / (self.observations - 1)
+
+
+def estimate_change_rate(history: ChangeHistory) -> float | None:
+    """Changes per second (Cho & Garcia-Molina), or None without two observations."""
+    interval = history.mean_interval
+    if interval is None:
+        return None
+    # Each observation after the first compares two fetches: n - 1 intervals.
+    n = history.observations - 1
+    x = min(history.changes, n)
+    return -math.log((n - x + 0.5) / (n + 0.5)) / interval
+
+
+@dataclass(frozen=True)
+class RecrawlPolicy:
+    min_interval: float = 3600.0
+    max_interval: float = 30 * 86400.0
+    initial_interval: float = 86400.0
+    change_fraction: float = 0.5
+    importance_boost: float = 1.0
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> RecrawlPolicy:
+        policy = cls(
+            min_interval=get_float(settings, "RECRAWL_MIN_INTERVAL", 3600.0, minimum=0.0),
+            max_interval=get_float(settings, "RECRAWL_MAX_INTERVAL", 30 * 86400.0, minimum=0.0),
+            initial_interval=get_float(settings, "RECRAWL_INITIAL_INTERVAL", 86400.0, minimum=0.0),
+            change_fraction=get_float(settings, "RECRAWL_CHANGE_FRACTION", 0.5, minimum=0.01),
+            importance_boost=get_float(settings, "RECRAWL_IMPORTANCE_BOOST", 1.0, minimum=0.0),
+        )
+        if policy.max_interval < policy.min_interval:
+            from crawler.exceptions import ConfigurationError
+
+            raise ConfigurationError("RECRAWL_MAX_INTERVAL", "must not be below RECRAWL_MIN_INTERVAL")
+        return policy
+
+    def clamp(self, seconds: float) -> float:
+        return min(self.max_interval, max(self.min_interval, seconds))
+
+    def next_interval(self, history: ChangeHistory, previous_interval: float | None, importance: float = 0.0) -> float:
+        """Seconds from this fetch to the next one."""
+        boost = 1.0 + self.importance_boost * min(max(importance, 0.0), 1.0)
+        rate = estimate_change_rate(history)
+        if rate is None or history.changes == 0:
+            base = previous_interval * 2 if previous_interval else self.initial_interval
+            return self.clamp(base / boost)
+        return self.clamp(self.change_fraction / rate / boost)
+
+
+def sitemap_says_changed(lastmod: str | None, last_fetch: float | None) -> bool:
+    """True if a sitemap ``lastmod`` (W3C datetime) is later than the last fetch."""
+    if not lastmod or last_fetch is None:
+        return False
+    text = lastmod.strip().replace("Z", "+00:00")
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    if when.tzinfo is None:
+        from datetime import UTC
+
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp() > last_fetch
