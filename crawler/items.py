@@ -18,7 +18,8 @@ class PageItem:
     crawled as the primary copy). ``text`` and ``simhash`` come from the text
     module; ``payload_digest``, ``duplicate_of`` (first capture: URL, WARC
     date) and ``near_duplicate_of`` from the dedup pipeline; ``changed``,
-    ``observations`` and ``changes`` from the URL metadata store.
+    ``observations``, ``changes``, ``first_fetch``, ``previous_fetch`` and
+    ``inlinks`` from the URL metadata store.
     """
 
     url: str
@@ -45,10 +46,21 @@ class PageItem:
     simhash: int | None = None
     payload_digest: str | None = None
     duplicate_of: tuple[str, str] | None = None
+    #: A 304 answer to a conditional revisit: the WARC date of the capture it revalidates.
+    revalidated: str | None = None
     near_duplicate_of: str | None = None
     near_distance: int | None = None
     changed: bool | None = None
     observations: int = 0
     changes: int = 0
+    #: Crawl-clock seconds of this URL's first observation and of the fetch before this one (0: none).
+    first_fetch: int = 0
+    previous_fetch: int = 0
+    #: Links to this URL the crawl has found so far (the in-link sketch's estimate).
+    inlinks: int = 0
+    #: The fetch's time in the crawl clock (:mod:`crawler.policy.clock`), set by the metadata pipeline.
+    crawl_time: float = 0.0
     #: Set by a page module for resources it fetched (e.g. "png").
     module: str | None = None
+    #: The spider callback that made the item ("parse", "parse_sitemap", "parse_resource").
+    callback: str = "parse"

@@ -4,3 +4,6 @@
 ORIGINAL_ENCODING_META = "original_content_encoding"
 #: Media types a page module asked for: they pass the extension and content-type gates.
 EXPECTED_TYPES_META = "expected_content_types"
+#: A revisit scheduled by the recrawl pipeline: {"etag": str, "lm": epoch seconds,
+#: "date": WARC date of the capture it revalidates} (any may be absent).
+REVISIT_META = "revisit"

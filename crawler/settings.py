@@ -113,6 +113,7 @@ DOWNLOADER_MIDDLEWARES = {
     # The crawler's own, in order from the engine to the network:
     "crawler.identity.IdentityGuardMiddleware": 50,
     "crawler.middlewares.robots.RobotsTxtMiddleware": 100,
+    "crawler.middlewares.conditional.ConditionalRequestMiddleware": 540,
     "crawler.middlewares.retry.RetryMiddleware": 550,
     "crawler.middlewares.fetchlimits.FetchLimitsMiddleware": 580,
     # Scrapy's decompression (bounded by DOWNLOAD_MAXSIZE), counting bombs.
@@ -152,6 +153,7 @@ ITEM_PIPELINES = {
     "crawler.pipelines.dedup.DedupPipeline": 300,
     "crawler.pipelines.warc.WarcPipeline": 400,
     "crawler.pipelines.metadata.UrlMetadataPipeline": 500,
+    "crawler.pipelines.recrawl.RecrawlPipeline": 550,
     "crawler.pipelines.index_gate.IndexGatePipeline": 600,
 }
 # Where WARC files go: a directory (default crawl-data/<crawl id>/warc/),

@@ -90,6 +90,9 @@ def parse_sitemap(body: bytes, max_urls: int = 50_000, max_bytes: int = 50 * 102
 
 #: ``Request.meta`` key marking a sitemap fetch (its body type is not filtered).
 SITEMAP_META = "sitemap"
+#: ``Request.meta`` of a URL a sitemap listed: the flag, and its ``lastmod`` as written.
+FROM_SITEMAP_META = "from_sitemap"
+SITEMAP_LASTMOD_META = "sitemap_lastmod"
 
 
 def sitemap_meta(max_bytes: int) -> dict[str, object]:

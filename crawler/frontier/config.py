@@ -41,6 +41,10 @@ class FrontierConfig:
     #: URLs enqueued per host / per registered domain, at most (0: no limit).
     host_page_budget: int = 0
     domain_page_budget: int = 0
+    #: Cells of the in-link sketch (0: in-links not counted).
+    inlink_cells: int = 0
+    #: Due revisits moved into the frontier per drain call, at most.
+    due_batch: int = 500
 
     @property
     def levels(self) -> int:
@@ -77,4 +81,6 @@ class FrontierConfig:
             concurrency=concurrency,
             host_page_budget=get_int(settings, "HOST_PAGE_BUDGET", 50_000, minimum=0),
             domain_page_budget=get_int(settings, "DOMAIN_PAGE_BUDGET", 200_000, minimum=0),
+            inlink_cells=get_int(settings, "PRIORITY_INLINK_CELLS", 4_194_304, minimum=0),
+            due_batch=get_int(settings, "RECRAWL_DRAIN_BATCH", 500, minimum=1),
         )

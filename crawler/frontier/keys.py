@@ -79,6 +79,26 @@ class FrontierKeys:
         """HASH host -> minimum delay (ms) set by other components (robots, backoff)."""
         return self.key("hostdelay")
 
+    @property
+    def due(self) -> str:
+        """ZSET URL (hex metadata field) -> next visit (crawl-clock ms): the recrawl schedule."""
+        return self.key("due")
+
+    @property
+    def due_requests(self) -> str:
+        """HASH URL (hex metadata field) -> "<level> <host> <encoded request>" of a scheduled revisit."""
+        return self.key("due:req")
+
+    @property
+    def inlinks(self) -> str:
+        """STRING of 8-bit counters: the in-link sketch (see ``lua/common.lua``)."""
+        return self.key("inlinks")
+
+    @property
+    def host_quality(self) -> str:
+        """HASH "<host>|n", "|e", "|d" -> pages, errors, near duplicates of the host."""
+        return self.key("hostq")
+
     def front(self, level: int) -> str:
         """LIST of ``"<host> <id>"`` entries of one priority level."""
         return self.key(f"front:{level}")

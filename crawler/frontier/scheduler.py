@@ -24,6 +24,21 @@ The pump sleeps until the earliest of: a new event (enqueue, finished request),
 the next host's ready time, the next lease expiry (another worker may have
 died), or ``FRONTIER_IDLE_POLL``; so a host that becomes ready in t ms is
 fetched about t ms later, not at the engine's next 5 s heartbeat.
+
+Recrawl: when it has free slots the pump also drains the due set (revisits
+whose time has come, :mod:`crawler.frontier.due`) into the queues, in the
+same round trip, at the earliest due time it knows of and at least every
+``RECRAWL_DRAIN_INTERVAL`` seconds (another worker may have scheduled an
+earlier one). In batch mode (the default) the crawl ends when the frontier is
+empty and nothing is due now; revisits due later stay for the next run. In
+continuous mode (``RECRAWL_MODE = "continuous"`` or ``-a mode=continuous``)
+the scheduler always has pending work, so the spider never closes on its own,
+and the pump sleeps until the next revisit is due.
+
+Priority: a request's front queue is its ``Request.priority`` plus the
+priority policy's score of the URL (:mod:`crawler.policy.priority`: depth,
+sitemap, host importance, host quality), computed once per host per batch of
+links.
 """
 
 from __future__ import annotations
@@ -51,11 +66,24 @@ from crawler.frontier.keys import FrontierKeys
 from crawler.frontier.outcome import LEASE_META, Handout, LeaseAction
 from crawler.frontier.policy import PolitenessPolicy, PriorityLevels
 from crawler.frontier.seen import SeenConfig
-from crawler.frontier.store import DONT_FILTER, EXACT_ONLY, Completion, EnqueueEntry, RedisFrontier, StepResult
+from crawler.frontier.store import (
+    DONT_FILTER,
+    EXACT_ONLY,
+    Completion,
+    EnqueueEntry,
+    RedisFrontier,
+    StepResult,
+    Touch,
+)
 from crawler.meta import EXPECTED_TYPES_META
+from crawler.metadata.hostquality import HostQualityCache
+from crawler.policy.clock import CrawlClock
+from crawler.policy.priority import PriorityPolicy, PrioritySignals
+from crawler.policy.recrawl import RecrawlMode, lastmod_epoch
 from crawler.politeness.backoff import BackoffPolicy
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
-from crawler.sitemaps import SITEMAP_META
+from crawler.settings_parsing import get_float
+from crawler.sitemaps import FROM_SITEMAP_META, SITEMAP_LASTMOD_META, SITEMAP_META
 from crawler.urls import NORMALIZATION_VERSION, url_fingerprint
 from crawler.urls.domains import RegisteredDomains
 from crawler.urls.filters import Dropped, FilterConfig, UrlFilter
@@ -76,6 +104,10 @@ EXACT_SEEN_META = "frontier_exact_seen"
 _MAX_BACKOFF = 30.0
 
 
+#: "No revisit known": later than any crawl-clock time.
+_NEVER_MS = 2**62
+
+
 class FrontierScheduler(BaseScheduler):
     """Scrapy scheduler over the Redis Mercator frontier (``SCHEDULER``)."""
 
@@ -88,8 +120,19 @@ class FrontierScheduler(BaseScheduler):
         backoff: BackoffPolicy,
         url_filter: UrlFilter,
         seen: SeenConfig,
+        *,
+        priority: PriorityPolicy | None = None,
+        host_quality: HostQualityCache | None = None,
+        clock: CrawlClock | None = None,
+        mode: RecrawlMode = RecrawlMode.BATCH,
+        drain_interval: float = 5.0,
     ) -> None:
         self.crawler = crawler
+        self.priority = priority or PriorityPolicy()
+        self.host_quality = host_quality or HostQualityCache()
+        self.clock = clock or CrawlClock()
+        self.mode = mode
+        self.drain_interval = drain_interval
         self.config = config
         self.backoff = backoff
         self.url_filter = url_filter
@@ -118,6 +161,11 @@ class FrontierScheduler(BaseScheduler):
         self._global_pending = 0
         self._next_ready_at = 0.0
         self._last_renew = 0.0
+        self._touches: list[Touch] = []
+        #: Revisits due now but not yet drained, and the earliest due time (crawl-clock ms).
+        self._due_now = 0
+        self._next_due_ms = 0
+        self._last_drain = 0.0
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -128,6 +176,11 @@ class FrontierScheduler(BaseScheduler):
         return cls(
             crawler, config, RedisProvider.for_crawler(crawler), crawler.stats, BackoffPolicy.from_settings(settings),
             UrlFilter(FilterConfig.from_settings(settings)), SeenConfig.from_settings(settings),
+            priority=PriorityPolicy.from_settings(settings),
+            host_quality=HostQualityCache.for_crawler(crawler),
+            clock=CrawlClock.from_settings(settings),
+            mode=RecrawlMode.from_settings(settings),
+            drain_interval=get_float(settings, "RECRAWL_DRAIN_INTERVAL", 5.0, minimum=0.1),
         )
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -136,6 +189,9 @@ class FrontierScheduler(BaseScheduler):
         return deferred_from_coro(self._open(spider))
 
     async def _open(self, spider: Spider) -> None:
+        spider_mode = getattr(spider, "mode", None)
+        if spider_mode is not None:
+            self.mode = RecrawlMode.parse(spider_mode, "mode (spider argument)")
         client = await self.provider.client()
         self.frontier = RedisFrontier(client, self.keys, self.config, self.backoff, self.seen)
         self.codec = RequestCodec(spider)
@@ -157,10 +213,10 @@ class FrontierScheduler(BaseScheduler):
         self._pump_task = asyncio.ensure_future(self._pump())
         logger.info(
             "Frontier %r open on %s: min delay %.3g s, delay factor %.3g, %d priority levels %s, "
-            "%d active hosts, lease %.0f s",
+            "%d active hosts, lease %.0f s, %s mode",
             self.config.crawl_id, self.provider.url, self.config.min_delay, self.config.delay_factor,
             self.config.levels, list(self.config.queue_weights), self.config.active_hosts,
-            self.config.lease_timeout,
+            self.config.lease_timeout, self.mode.value,
         )
 
     async def _check_crawl_metadata(self, client: Any) -> None:
@@ -199,6 +255,8 @@ class FrontierScheduler(BaseScheduler):
                     completions=self._completions,
                     releases=releases,
                     now_ms=int(time.time() * 1000),
+                    touches=self._touches,
+                    crawl_now_ms=int(self.clock.now() * 1000),
                 )
             except _REDIS_DOWN as exc:
                 logger.warning("Frontier close: Redis unreachable (%s), attempt %d of 3", exc, attempt + 1)
@@ -206,7 +264,7 @@ class FrontierScheduler(BaseScheduler):
                 continue
             self._record(result)
             self.stats.inc_value("frontier/released", result.released)
-            self._enqueues, self._completions = [], []
+            self._enqueues, self._completions, self._touches = [], [], []
             break
         else:
             logger.error(
@@ -227,8 +285,11 @@ class FrontierScheduler(BaseScheduler):
     # -- the Scrapy scheduler interface --------------------------------------------------
 
     def has_pending_requests(self) -> bool:
+        if self.mode is RecrawlMode.CONTINUOUS and not self._closing:
+            return True
         return bool(
             self._buffer
+            or self._due_now > 0
             or self._handed
             or self._enqueues
             or self._completions
@@ -274,9 +335,11 @@ class FrontierScheduler(BaseScheduler):
             logger.debug("Frontier stored %s without non-plain meta %s", request.url, encoded.dropped_keys)
         self._local_seen.add(fingerprint)
         flags = (DONT_FILTER if request.dont_filter else 0) | (EXACT_ONLY if request.meta.get(EXACT_SEEN_META) else 0)
+        score = self._score(host, meta.get("depth", 0), meta)
         self._enqueues.append(
             self.frontier.entry(
-                fingerprint, host, self.domains(host), self.levels.level(request.priority), encoded.blob, flags
+                fingerprint, host, self.domains(host), self.levels.level(request.priority + score), encoded.blob,
+                flags,
             )
         )
         if len(self._enqueues) == 1:
@@ -305,13 +368,14 @@ class FrontierScheduler(BaseScheduler):
         """
         assert self.codec is not None and self.frontier is not None, "enqueue_urls() before open()"
         local_seen = self._local_seen
-        level = self.levels.level(priority)
         inc = self.stats.inc_value
         check = self.url_filter.check
         entry = self.frontier.entry
         request_meta = {"depth": depth, **(meta or {})}
         flags = EXACT_ONLY if exact_seen else 0
         by_extension = not (request_meta.get(SITEMAP_META) or request_meta.get(EXPECTED_TYPES_META))
+        lastmod = lastmod_epoch(request_meta.get(SITEMAP_LASTMOD_META))
+        levels: dict[str, int] = {}  # host -> level, for this batch of links
         sent = 0
         for url in urls:
             try:
@@ -320,16 +384,37 @@ class FrontierScheduler(BaseScheduler):
                 inc(f"urls/dropped/{dropped.reason}")
                 continue
             fingerprint = url_fingerprint(normalized)
+            if lastmod is not None:
+                # Known and fetched before the lastmod: the revisit becomes due (lua/touch.lua).
+                self._touches.append(Touch(fingerprint[:8].hex(), host, int(lastmod)))
             if fingerprint in local_seen:
                 inc("frontier/duplicate/local")
                 continue
             local_seen.add(fingerprint)
+            level = levels.get(host)
+            if level is None:
+                level = levels[host] = self.levels.level(priority + self._score(host, depth, request_meta))
             blob = self.codec.encode_link(normalized, callback, request_meta, priority)
             self._enqueues.append(entry(fingerprint, host, self.domains(host), level, blob, flags))
             sent += 1
-        if sent:
+        if sent or self._touches:
             self._poke()
         return sent
+
+    def _score(self, host: str, depth: int, meta: dict[str, Any]) -> int:
+        """The priority policy's part of a new URL's priority (see :mod:`crawler.policy.priority`)."""
+        policy = self.priority
+        in_sitemap = bool(meta.get(FROM_SITEMAP_META))
+        fresh = in_sitemap and policy.is_fresh(lastmod_epoch(meta.get(SITEMAP_LASTMOD_META)), self.clock.now())
+        return policy.priority(
+            PrioritySignals(
+                depth=depth,
+                in_sitemap=in_sitemap,
+                sitemap_fresh=fresh,
+                host_importance=policy.importance_of(host),
+                host=self.host_quality.get(host),
+            )
+        )
 
     def next_request(self) -> Request | None:
         if self._handed:
@@ -444,6 +529,11 @@ class FrontierScheduler(BaseScheduler):
         wake = min(self.config.idle_poll, renew_in)
         if self._next_ready_at > 0:
             wake = min(wake, self._next_ready_at - now)
+        if self._due_now > 0:
+            return 0.0
+        if self._next_due_ms < _NEVER_MS:
+            # The next revisit, in real seconds (the crawl clock may run faster).
+            wake = min(wake, self.clock.to_real_delay(self._next_due_ms / 1000.0 - self.clock.now()))
         return max(wake, 0.0)
 
     def _capacity(self) -> int:
@@ -460,6 +550,12 @@ class FrontierScheduler(BaseScheduler):
             renew = [h.lease.member for h in self._handed.values()] + [h.lease.member for _, h in self._buffer]
             self._last_renew = now
         capacity = self._capacity()
+        crawl_now_ms = int(self.clock.now() * 1000)
+        drain_at = None
+        if capacity > 0 and (crawl_now_ms >= self._next_due_ms or now - self._last_drain >= self.drain_interval):
+            drain_at = crawl_now_ms
+            self._last_drain = now
+        touches, self._touches = self._touches, []
         self._step_running = True
         try:
             result = await self.frontier.step(
@@ -468,16 +564,24 @@ class FrontierScheduler(BaseScheduler):
                 renew=renew,
                 claim=capacity if capacity > 0 else None,
                 now_ms=int(now * 1000),
+                drain_at_ms=drain_at,
+                touches=touches,
+                crawl_now_ms=crawl_now_ms,
             )
         except BaseException:
             # Nothing is dropped: the batches go back in front of what came since.
             self._enqueues = enqueues + self._enqueues
             self._completions = completions + self._completions
+            self._touches = touches + self._touches
             raise
         finally:
             self._step_running = False
         self._record(result)
         self.stats.inc_value("frontier/round_trips")
+        drain = result.drain
+        if drain is not None:
+            self._due_now = drain.due_now
+            self._next_due_ms = drain.next_due_ms if drain.next_due_ms is not None else _NEVER_MS
         claim = result.claim
         if claim is not None:
             self._synced = True
@@ -529,6 +633,10 @@ class FrontierScheduler(BaseScheduler):
                 inc("frontier/missing_request", claim.missing)
         if result.parked:
             inc("frontier/hosts_parked", result.parked)
+        if result.drain is not None and result.drain.moved:
+            inc("recrawl/drained", result.drain.moved)
+        if result.touched:
+            inc("recrawl/sitemap_due", result.touched)
 
     # -- introspection -------------------------------------------------------------------
 

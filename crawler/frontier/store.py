@@ -40,7 +40,7 @@ from crawler.politeness.backoff import BackoffPolicy
 from crawler.redisconn.resp import command
 from crawler.urls.fingerprint import bloom_positions, exact_key
 
-SCRIPT_NAMES = ("enqueue", "claim", "ack", "release", "revive")
+SCRIPT_NAMES = ("enqueue", "claim", "ack", "release", "revive", "drain", "touch", "schedule")
 
 
 def load_script_source(name: str) -> str:
@@ -140,6 +140,26 @@ class StepResult:
     requeued: int = 0
     dead: int = 0
     parked: int = 0
+    drain: DrainResult | None = None
+    touched: int = 0
+
+
+@dataclass(frozen=True)
+class DrainResult:
+    """What a drain of the due set did and left (times in crawl-clock ms)."""
+
+    moved: int
+    due_now: int
+    next_due_ms: int | None
+    scheduled: int
+
+
+class Touch(NamedTuple):
+    """A sitemap lastmod for a URL: due now if fetched before it (``lua/touch.lua``)."""
+
+    member: str
+    host: str
+    lastmod: int
 
 
 @dataclass(frozen=True)
@@ -250,14 +270,21 @@ class RedisFrontier:
         renew: list[bytes] | None = None,
         claim: int | None = None,
         now_ms: int = 0,
+        drain_at_ms: int | None = None,
+        touches: list[Touch] | None = None,
+        crawl_now_ms: int = 0,
     ) -> StepResult:
-        """Apply, in order: enqueues, acks, releases, lease renewal, claim.
+        """Apply, in order: enqueues, acks, releases, lease renewal, sitemap touches, drain, claim.
 
         ``claim`` is the number of URLs to claim (``None``: do not call the claim
         script at all; ``0``: only expire leases, refill and report counts).
+        ``drain_at_ms`` (crawl clock) moves the revisits due by then into the
+        frontier before the claim (``None``: no drain); ``touches`` make
+        revisits due at ``crawl_now_ms`` (sitemap lastmods).
         """
         finish = await self.begin_step(
-            enqueues=enqueues, completions=completions, releases=releases, renew=renew, claim=claim, now_ms=now_ms
+            enqueues=enqueues, completions=completions, releases=releases, renew=renew, claim=claim, now_ms=now_ms,
+            drain_at_ms=drain_at_ms, touches=touches, crawl_now_ms=crawl_now_ms,
         )
         return await finish
 
@@ -270,13 +297,18 @@ class RedisFrontier:
         renew: list[bytes] | None = None,
         claim: int | None = None,
         now_ms: int = 0,
+        drain_at_ms: int | None = None,
+        touches: list[Touch] | None = None,
+        crawl_now_ms: int = 0,
     ) -> Coroutine[Any, Any, StepResult]:
         """Send a step now; the returned coroutine reads and parses its replies.
 
         Lets a caller do other work while Redis runs the scripts. Steps share
         one connection: finish a step before beginning the next.
         """
-        commands, order = self._build(enqueues, completions, releases, renew, claim, now_ms)
+        commands, order = self._build(
+            enqueues, completions, releases, renew, claim, now_ms, drain_at_ms, touches, crawl_now_ms
+        )
         if not order:
             return self._nothing()
         await self._write(commands)
@@ -305,6 +337,9 @@ class RedisFrontier:
         renew: list[bytes] | None,
         claim: int | None,
         now_ms: int,
+        drain_at_ms: int | None = None,
+        touches: list[Touch] | None = None,
+        crawl_now_ms: int = 0,
     ) -> tuple[list[bytes], list[str]]:
         keys = self.keys
         prefix = keys.prefix
@@ -314,7 +349,7 @@ class RedisFrontier:
             batch = self.config.enqueue_batch
             head = (
                 b"EVALSHA", self._shas["enqueue"], 1, keys.bloom, prefix, self.seen.bloom_hashes,
-                self.config.host_page_budget, self.config.domain_page_budget,
+                self.config.host_page_budget, self.config.domain_page_budget, self.config.inlink_cells,
             )
             for start in range(0, len(enqueues), batch):
                 args: list[Any] = list(head)
@@ -342,6 +377,17 @@ class RedisFrontier:
                 args += (until, member)
             commands.append(command(*args))
             order.append("renew")
+        if touches:
+            args = [b"EVALSHA", self._shas["touch"], 1, keys.due, prefix, crawl_now_ms]
+            for touch in touches:
+                args += touch
+            commands.append(command(*args))
+            order.append("touch")
+        if drain_at_ms is not None:
+            commands.append(
+                command(b"EVALSHA", self._shas["drain"], 1, keys.due, prefix, drain_at_ms, self.config.due_batch)
+            )
+            order.append("drain")
         if claim is not None:
             commands.append(
                 command(
@@ -357,6 +403,8 @@ class RedisFrontier:
         added = duplicates = acked = stale = released = requeued = dead = parked = 0
         over_host = over_domain = false_positives = 0
         claim_result = None
+        drain_result = None
+        touched = 0
         for kind, reply in zip(order, replies):
             if kind == "enqueue":
                 added += int(reply[0])
@@ -370,9 +418,13 @@ class RedisFrontier:
                 released = int(reply)
             elif kind == "claim":
                 claim_result = self._parse_claim(reply)
+            elif kind == "drain":
+                drain_result = DrainResult(int(reply[0]), int(reply[1]), _optional_ms(reply[2]), int(reply[3]))
+            elif kind == "touch":
+                touched = int(reply)
         return StepResult(
             added, duplicates, over_host, over_domain, false_positives, acked, stale, released, claim_result,
-            requeued, dead, parked,
+            requeued, dead, parked, drain_result, touched,
         )
 
     async def _write(self, commands: list[bytes]) -> None:

@@ -6,17 +6,25 @@ first 8 bytes of the URL's fingerprint, valued by a msgpack array (no None:
 missing strings are ``""``, missing numbers ``0``)::
 
     [version, state, fetched_at, status, digest8, simhash8, etag,
-     last_modified, length, outlinks, observations, changes, next_visit]
+     last_modified, length, outlinks, observations, changes, next_visit,
+     first_fetch]
 
 ``digest8`` is the first 8 bytes of the payload's SHA-1 (enough to tell a
 change), ``simhash8`` the page's SimHash (8 bytes, big-endian),
-``last_modified`` epoch seconds. A record is about 50 bytes, so a host's hash
+``last_modified`` epoch seconds, ``next_visit`` the crawl-clock second the
+URL is due again (0: not scheduled), ``first_fetch`` the time of its first
+observation (with ``fetched_at`` and ``observations``, the span the recrawl
+estimator needs). Times are in the crawl clock (:mod:`crawler.policy.clock`).
+A record is about 55 bytes, so a host's hash
 stays a compact listpack under Redis's default ``hash-max-listpack-value``
 (64) while the host has at most ``hash-max-listpack-entries`` URLs (128 by
 default, 512 in the embedded server). The record
 script (``lua/urlmeta.lua``) keeps the change history: ``observations``
-(fetches with content) and ``changes`` (fetches whose content changed: digest
-differs and SimHash distance above ``METADATA_CHANGE_DISTANCE``). Measured
+(fetches with content, a ``304 Not Modified`` included) and ``changes``
+(fetches whose content changed: digest differs and SimHash distance above
+``METADATA_CHANGE_DISTANCE``; a 304 is unchanged). It also counts the host's
+pages, errors and near duplicates (``hostq``, the host quality the priority
+policy reads) and reads the URL's in-link estimate. Measured
 with ``benchmarks/metadata.py``. URLs queued but not yet fetched have no
 record.
 """
@@ -64,11 +72,13 @@ class UrlRecord:
     observations: int = 0
     changes: int = 0
     next_visit: int = 0
+    first_fetch: int = 0
 
     def pack(self) -> bytes:
         packed: bytes = msgpack.packb(
             [RECORD_VERSION, int(self.state), self.fetched_at, self.status, self.digest8, self.simhash8, self.etag,
-             self.last_modified, self.length, self.outlinks, self.observations, self.changes, self.next_visit],
+             self.last_modified, self.length, self.outlinks, self.observations, self.changes, self.next_visit,
+             self.first_fetch],
             # Redis's Lua cmsgpack reads the old "raw" type only, not "bin".
             use_bin_type=False,
         )
@@ -77,11 +87,12 @@ class UrlRecord:
     @classmethod
     def unpack(cls, blob: bytes) -> UrlRecord:
         fields = msgpack.unpackb(blob, raw=True)
-        _, state, fetched_at, status, digest8, simhash8, etag, last_modified, length, outlinks, obs, changes, nxt = (
-            fields
-        )
+        if len(fields) == 13:  # written before first_fetch was kept
+            fields.append(0)
+        _, state, fetched_at, status, digest8, simhash8, etag, last_modified, length, outlinks = fields[:10]
+        obs, changes, nxt, first = fields[10:14]
         return cls(UrlState(state), fetched_at, status, digest8, simhash8, etag.decode("utf-8", "replace"),
-                   last_modified, length, outlinks, obs, changes, nxt)
+                   last_modified, length, outlinks, obs, changes, nxt, first)
 
     @property
     def simhash(self) -> int | None:
@@ -96,6 +107,18 @@ class Observation:
     observations: int
     changes: int
     previous_fetch: int
+    first_fetch: int = 0
+    #: Estimated links to the URL seen so far (the frontier's in-link sketch).
+    inlinks: int = 0
+    #: The host's counters after this fetch: pages, errors, near duplicates.
+    host_pages: int = 0
+    host_errors: int = 0
+    host_near_duplicates: int = 0
+
+
+#: Flags of a recorded fetch, for the host's quality counters.
+PAGE_ERROR = 1
+PAGE_NEAR_DUPLICATE = 2
 
 
 def digest8(payload_digest: str) -> bytes:
@@ -108,12 +131,17 @@ def url_field(url: str) -> bytes:
 
 
 class UrlMetadataStore:
-    def __init__(self, client: Redis, keys: FrontierKeys, change_distance: int = 3) -> None:
-        source = (resources.files("crawler.metadata") / "lua" / "urlmeta.lua").read_text(encoding="utf-8")
+    def __init__(self, client: Redis, keys: FrontierKeys, change_distance: int = 3, inlink_cells: int = 0) -> None:
+        # The frontier's shared helpers (the in-link sketch) come first.
+        common = (resources.files("crawler.frontier") / "lua" / "common.lua").read_text(encoding="utf-8")
+        source = common + "\n" + (resources.files("crawler.metadata") / "lua" / "urlmeta.lua").read_text(
+            encoding="utf-8"
+        )
         self.client = client
         self.scripts = BatchedScripts(client, {"urlmeta": source})
         self.keys = keys
         self.change_distance = change_distance
+        self.inlink_cells = inlink_cells
 
     def host_key(self, host: str) -> str:
         return self.keys.key(f"urlmeta:{host}")
@@ -121,12 +149,21 @@ class UrlMetadataStore:
     async def open(self) -> None:
         await self.scripts.load()
 
-    async def record(self, url: str, host: str, record: UrlRecord) -> Observation:
+    async def record(
+        self, url: str, host: str, record: UrlRecord, *, flags: int = 0, inlink_positions: bytes = b""
+    ) -> Observation:
+        """Record a fetch; ``inlink_positions`` are the URL's in-link sketch cells (little-endian uint32)."""
         reply = await self.scripts.call(
-            "urlmeta", [self.host_key(host)], [url_field(url), record.pack(), self.change_distance]
+            "urlmeta",
+            [self.host_key(host)],
+            [url_field(url), record.pack(), self.change_distance, self.keys.prefix, host, flags, inlink_positions,
+             self.inlink_cells],
         )
-        changed, observations, changes, previous = (int(x) for x in reply)
-        return Observation(None if changed < 0 else bool(changed), observations, changes, previous)
+        changed, observations, changes, previous, first, inlinks, pages, errors, near = (int(x) for x in reply)
+        return Observation(
+            None if changed < 0 else bool(changed), observations, changes, previous, first, inlinks, pages, errors,
+            near,
+        )
 
     async def get(self, url: str, host: str) -> UrlRecord | None:
         blob = await self.client.hget(self.host_key(host), url_field(url))

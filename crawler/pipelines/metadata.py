@@ -1,10 +1,14 @@
 """Records every fetched URL in the URL metadata store (``METADATA_*``).
 
-State (fetched for 2xx/3xx, failed otherwise), fetch time, status, payload
-digest, SimHash, ETag, Last-Modified, length, outlink count; the store keeps
-the change history and gives back whether the content changed (on the item:
-``changed``, ``observations``, ``changes``), which the recrawl policy reads.
-If Redis cannot answer, the page goes on (counted in ``metadata/unavailable``).
+State (fetched for 2xx/3xx, failed otherwise), fetch time (crawl clock),
+status, payload digest, SimHash, ETag, Last-Modified, length, outlink count;
+the store keeps the change history and gives back whether the content changed
+(on the item: ``changed``, ``observations``, ``changes``, ``first_fetch``,
+``previous_fetch``) and the URL's in-link estimate (``inlinks``), which the
+recrawl pipeline reads; and the host's quality counters, kept in the
+worker's :class:`~crawler.metadata.hostquality.HostQualityCache` for the
+priority policy. If Redis cannot answer, the page goes on (counted in
+``metadata/unavailable``).
 """
 
 from __future__ import annotations
@@ -17,11 +21,16 @@ from redis.exceptions import RedisError
 from scrapy.exceptions import NotConfigured
 
 from crawler.frontier.keys import FrontierKeys
+from crawler.frontier.seen import SeenConfig
 from crawler.items import PageItem
-from crawler.metadata.store import UrlMetadataStore, UrlRecord, UrlState, digest8
+from crawler.metadata.hostquality import HostQualityCache
+from crawler.metadata.store import PAGE_ERROR, PAGE_NEAR_DUPLICATE, UrlMetadataStore, UrlRecord, UrlState, digest8
+from crawler.policy.clock import CrawlClock
+from crawler.policy.priority import HostQuality
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
 from crawler.settings_parsing import get_bool, get_int
-from crawler.urls import UrlError, normalize_url
+from crawler.urls import UrlError, normalize_url, url_fingerprint
+from crawler.urls.fingerprint import bloom_positions
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -47,26 +56,48 @@ def _epoch(http_date: str) -> int:
 
 
 class UrlMetadataPipeline:
-    def __init__(self, provider: RedisProvider, keys: FrontierKeys, change_distance: int, stats: Any) -> None:
+    def __init__(
+        self,
+        provider: RedisProvider,
+        keys: FrontierKeys,
+        change_distance: int,
+        stats: Any,
+        *,
+        clock: CrawlClock | None = None,
+        seen: SeenConfig | None = None,
+        inlink_cells: int = 0,
+        host_quality: HostQualityCache | None = None,
+    ) -> None:
         self.provider = provider
         self.keys = keys
         self.change_distance = change_distance
         self.stats = stats
+        self.clock = clock or CrawlClock()
+        self.seen = seen
+        self.inlink_cells = inlink_cells
+        self.host_quality = host_quality or HostQualityCache()
         self.store: UrlMetadataStore | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        if not get_bool(crawler.settings, "METADATA_ENABLED", True):
+        settings = crawler.settings
+        if not get_bool(settings, "METADATA_ENABLED", True):
             raise NotConfigured
         return cls(
             RedisProvider.for_crawler(crawler),
             FrontierKeys(crawl_id_for(crawler)),
-            get_int(crawler.settings, "METADATA_CHANGE_DISTANCE", 3, minimum=0),
+            get_int(settings, "METADATA_CHANGE_DISTANCE", 3, minimum=0),
             crawler.stats,
+            clock=CrawlClock.from_settings(settings),
+            seen=SeenConfig.from_settings(settings),
+            inlink_cells=get_int(settings, "PRIORITY_INLINK_CELLS", 4_194_304, minimum=0),
+            host_quality=HostQualityCache.for_crawler(crawler),
         )
 
     async def open_spider(self) -> None:
-        self.store = UrlMetadataStore(await self.provider.client(), self.keys, self.change_distance)
+        self.store = UrlMetadataStore(
+            await self.provider.client(), self.keys, self.change_distance, self.inlink_cells
+        )
         await self.store.open()
 
     async def close_spider(self) -> None:
@@ -81,9 +112,10 @@ class UrlMetadataPipeline:
         except UrlError:
             return item
         content = 200 <= item.status < 300 and item.payload_digest is not None
+        item.crawl_time = self.clock.at(item.fetched_at)
         record = UrlRecord(
             state=UrlState.FETCHED if item.status < 400 else UrlState.FAILED,
-            fetched_at=int(item.fetched_at),
+            fetched_at=int(item.crawl_time),
             status=item.status,
             digest8=digest8(item.payload_digest) if content and item.payload_digest else b"",
             simhash8=item.simhash.to_bytes(8, "big") if content and item.simhash is not None else b"",
@@ -92,14 +124,24 @@ class UrlMetadataPipeline:
             length=len(item.body),
             outlinks=len(item.outlinks),
         )
+        flags = (PAGE_ERROR if item.status >= 400 else 0) | (PAGE_NEAR_DUPLICATE if item.near_duplicate_of else 0)
+        positions = b""
+        if self.inlink_cells and self.seen is not None:
+            positions = bloom_positions(url_fingerprint(url), self.seen.bloom_bits, self.seen.bloom_hashes)
         try:
-            observation = await self.store.record(url, host, record)
+            observation = await self.store.record(url, host, record, flags=flags, inlink_positions=positions)
         except (RedisError, OSError) as exc:
             self.stats.inc_value("metadata/unavailable")
             logger.warning("URL metadata store unavailable (%s) for %s", exc, item.url)
             return item
         item.changed, item.observations, item.changes = (
             observation.changed, observation.observations, observation.changes
+        )
+        item.first_fetch, item.previous_fetch, item.inlinks = (
+            observation.first_fetch, observation.previous_fetch, observation.inlinks
+        )
+        self.host_quality.update(
+            host, HostQuality(observation.host_pages, observation.host_errors, observation.host_near_duplicates)
         )
         self.stats.inc_value("metadata/recorded")
         if observation.changed:

@@ -23,7 +23,7 @@ import crawler
 from crawler.items import PageItem
 from crawler.redisconn.provider import crawl_id_for
 from crawler.settings_parsing import get_bool, get_float, get_int
-from crawler.warc.records import Fetch, RecordBuilder
+from crawler.warc.records import Fetch, RecordBuilder, RevisitProfile
 from crawler.warc.store import Uploader, WarcStoreConfig, spooled_files
 from crawler.warc.writer import ClosedFile, EncodedRecord, WarcFileWriter, recover_open_files
 
@@ -109,6 +109,9 @@ class WarcPipeline:
             fetched_at=item.fetched_at, original_encoding=item.original_encoding, ip_address=item.ip_address,
             outlinks=item.outlinks, fetch_duration=item.fetch_duration, revisit_of=item.duplicate_of,
         )
+        if item.revalidated is not None:
+            fetch.revisit_of = (item.url, item.revalidated)
+            fetch.revisit_profile = RevisitProfile.SERVER_NOT_MODIFIED
         encoded = self.writer.encode(self.builder.fetch_records(fetch, with_metadata=self.metadata))
         done = asyncio.get_running_loop().create_future()
         self._pending.append((encoded, done))

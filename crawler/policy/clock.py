@@ -24,7 +24,10 @@ class CrawlClock:
     epoch: float = 0.0
 
     def now(self) -> float:
-        real = time.time()
+        return self.at(time.time())
+
+    def at(self, real: float) -> float:
+        """The crawl-clock time of a real (Unix) time."""
         if self.scale == 1.0:
             return real
         return self.epoch + (real - self.epoch) * self.scale

@@ -9,11 +9,12 @@ signal                   value                                       weight
 ``inlinks``              log2(1 + in-links seen so far)               0.5
 ``depth``                links from the seed                          -0.25
 ``in_sitemap``           1 if a sitemap lists the URL                 1.0
-``sitemap_fresh``        1 if its lastmod is newer than our fetch     1.0
+``sitemap_fresh``        1 if its sitemap lastmod is recent (within   1.0
+                         ``PRIORITY_SITEMAP_FRESH_DAYS``, 7)
 ``host_importance``      0..1, from ``PRIORITY_HOST_IMPORTANCE``      2.0
                          (a dict) or ``PRIORITY_HOST_IMPORTANCE_FILE``
                          (``host score`` lines)
-``host_error_rate``      0..1, failed fetches / fetches of the host  -2.0
+``host_error_rate``      0..1, errors / fetches of the host          -2.0
 ``host_near_dup_rate``   0..1, near duplicates / pages of the host   -2.0
 ``change_rate``          revisits: log2(1 + changes per day)          0.5
 =======================  ==========================================  =======
@@ -36,7 +37,7 @@ from pathlib import Path
 from scrapy.settings import BaseSettings
 
 from crawler.exceptions import ConfigurationError
-from crawler.settings_parsing import get_int
+from crawler.settings_parsing import get_float, get_int
 
 DEFAULT_WEIGHTS = {
     "inlinks": 0.5,
@@ -52,13 +53,15 @@ DEFAULT_WEIGHTS = {
 
 @dataclass(frozen=True)
 class HostQuality:
-    fetches: int = 0
-    errors: int = 0
+    """A host's record so far: fetches that ended (pages), errors among them
+    (HTTP status >= 400, or given up after retries), near duplicates."""
+
     pages: int = 0
+    errors: int = 0
     near_duplicates: int = 0
 
     def error_rate(self, minimum: int) -> float:
-        return self.errors / self.fetches if self.fetches >= minimum else 0.0
+        return self.errors / self.pages if self.pages >= minimum else 0.0
 
     def near_dup_rate(self, minimum: int) -> float:
         return self.near_duplicates / self.pages if self.pages >= minimum else 0.0
@@ -83,6 +86,7 @@ class PriorityPolicy:
     maximum: int = 1
     min_host_pages: int = 20
     host_importance: dict[str, float] = field(default_factory=dict)
+    sitemap_fresh_seconds: float = 7 * 86400.0
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> PriorityPolicy:
@@ -105,13 +109,21 @@ class PriorityPolicy:
                         importance[parts[0].lower()] = float(parts[1])
             except (OSError, ValueError) as exc:
                 raise ConfigurationError("PRIORITY_HOST_IMPORTANCE_FILE", f"cannot read {path!r}: {exc}") from None
+        minimum, maximum = get_int(settings, "PRIORITY_MIN", -2), get_int(settings, "PRIORITY_MAX", 1)
+        if maximum < minimum:
+            raise ConfigurationError("PRIORITY_MAX", f"must not be below PRIORITY_MIN ({minimum}), got {maximum}")
         return cls(
             weights=weights,
-            minimum=get_int(settings, "PRIORITY_MIN", -2),
-            maximum=get_int(settings, "PRIORITY_MAX", 1),
+            minimum=minimum,
+            maximum=maximum,
             min_host_pages=get_int(settings, "PRIORITY_MIN_HOST_PAGES", 20, minimum=1),
             host_importance=importance,
+            sitemap_fresh_seconds=get_float(settings, "PRIORITY_SITEMAP_FRESH_DAYS", 7.0, minimum=0.0) * 86400.0,
         )
+
+    def is_fresh(self, lastmod: float | None, now: float) -> bool:
+        """Whether a sitemap lastmod (epoch seconds) counts as recent at ``now``."""
+        return lastmod is not None and now - lastmod <= self.sitemap_fresh_seconds
 
     def importance_of(self, host: str) -> float:
         return min(max(self.host_importance.get(host, 0.0), 0.0), 1.0)
@@ -130,6 +142,12 @@ class PriorityPolicy:
         if signals.changes_per_day is not None:
             score += w["change_rate"] * math.log2(1 + max(signals.changes_per_day, 0.0))
         return score
+
+    def importance(self, signals: PrioritySignals) -> float:
+        """0..1: how far above an ordinary page (score 0) the URL stands, 1 at ``maximum``."""
+        if self.maximum <= 0:
+            return 0.0
+        return min(max(self.score(signals) / self.maximum, 0.0), 1.0)
 
     def priority(self, signals: PrioritySignals) -> int:
         """The Scrapy priority of a URL (higher is more urgent)."""

@@ -31,11 +31,32 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from enum import Enum
 
 from scrapy.settings import BaseSettings
 
+from crawler.exceptions import ConfigurationError
 from crawler.settings_parsing import get_float
+
+
+class RecrawlMode(Enum):
+    """``batch``: the crawl ends when nothing is queued or due now; ``continuous``: it never ends by itself."""
+
+    BATCH = "batch"
+    CONTINUOUS = "continuous"
+
+    @classmethod
+    def parse(cls, value: object, name: str) -> RecrawlMode:
+        try:
+            return cls(str(value).strip().lower())
+        except ValueError:
+            known = ", ".join(mode.value for mode in cls)
+            raise ConfigurationError(name, f"expected one of {known}, got {value!r}") from None
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> RecrawlMode:
+        return cls.parse(settings.get("RECRAWL_MODE", "batch"), "RECRAWL_MODE")
 
 
 @dataclass(frozen=True)
@@ -83,8 +104,6 @@ class RecrawlPolicy:
             importance_boost=get_float(settings, "RECRAWL_IMPORTANCE_BOOST", 1.0, minimum=0.0),
         )
         if policy.max_interval < policy.min_interval:
-            from crawler.exceptions import ConfigurationError
-
             raise ConfigurationError("RECRAWL_MAX_INTERVAL", "must not be below RECRAWL_MIN_INTERVAL")
         return policy
 
@@ -101,17 +120,21 @@ class RecrawlPolicy:
         return self.clamp(self.change_fraction / rate / boost)
 
 
-def sitemap_says_changed(lastmod: str | None, last_fetch: float | None) -> bool:
-    """True if a sitemap ``lastmod`` (W3C datetime) is later than the last fetch."""
-    if not lastmod or last_fetch is None:
-        return False
+def lastmod_epoch(lastmod: str | None) -> float | None:
+    """A sitemap ``lastmod`` (W3C datetime: a date, or a date and time) as epoch seconds; None if unreadable."""
+    if not lastmod:
+        return None
     text = lastmod.strip().replace("Z", "+00:00")
     try:
         when = datetime.fromisoformat(text)
     except ValueError:
-        return False
+        return None
     if when.tzinfo is None:
-        from datetime import UTC
-
         when = when.replace(tzinfo=UTC)
-    return when.timestamp() > last_fetch
+    return when.timestamp()
+
+
+def sitemap_says_changed(lastmod: str | None, last_fetch: float | None) -> bool:
+    """True if a sitemap ``lastmod`` is later than the last fetch."""
+    when = lastmod_epoch(lastmod)
+    return when is not None and last_fetch is not None and when > last_fetch

@@ -30,11 +30,14 @@ from selectolax.lexbor import LexborHTMLParser
 
 from crawler.bounded import BoundedSet
 from crawler.items import PageItem
-from crawler.meta import ORIGINAL_ENCODING_META
+from crawler.meta import ORIGINAL_ENCODING_META, REVISIT_META
 from crawler.modules.base import Page, PageModule, build_modules
+from crawler.policy.recrawl import RecrawlMode
 from crawler.seeds import load_seeds
 from crawler.settings_parsing import get_int
 from crawler.sitemaps import (
+    FROM_SITEMAP_META,
+    SITEMAP_LASTMOD_META,
     SitemapContent,
     SitemapError,
     SitemapKind,
@@ -84,6 +87,8 @@ class WebSpider(Spider):
     @classmethod
     def validate_arguments(cls, **kwargs: Any) -> list[str]:
         """Check spider arguments before the crawl starts; returns the seeds (``crawl`` command)."""
+        if kwargs.get("mode") is not None:
+            RecrawlMode.parse(kwargs["mode"], "mode (spider argument)")
         return load_seeds(kwargs.get("seeds"), kwargs.get("urls"))
 
     @classmethod
@@ -109,7 +114,7 @@ class WebSpider(Spider):
     def _item(self, response: Response) -> PageItem:
         headers = response.headers
         content_type = headers.get(b"Content-Type") or b""
-        return PageItem(
+        item = PageItem(
             url=response.url,
             status=response.status,
             headers=_pairs(headers),
@@ -125,6 +130,11 @@ class WebSpider(Spider):
             ip_address=str(response.ip_address) if response.ip_address else None,
             original_encoding=response.meta.get(ORIGINAL_ENCODING_META),
         )
+        if response.status == 304:
+            revisit = response.meta.get(REVISIT_META)
+            if isinstance(revisit, dict) and isinstance(revisit.get("date"), str):
+                item.revalidated = revisit["date"]
+        return item
 
     def parse(self, response: Response) -> Iterator[Any]:
         item = self._item(response)
@@ -154,11 +164,13 @@ class WebSpider(Spider):
         """A resource a page module asked for (an image...): recorded, not parsed."""
         item = self._item(response)
         item.module = response.meta.get("module")
+        item.callback = "parse_resource"
         yield item
 
     def parse_sitemap(self, response: Response) -> Iterator[Any]:
         """A sitemap (listed in robots.txt): follow its sitemaps or its URLs, with their lastmod."""
         item = self._item(response)
+        item.callback = "parse_sitemap"
         stats = self.crawler.stats
         if response.status == 200 and response.body:
             try:
@@ -199,9 +211,9 @@ class WebSpider(Spider):
             by_lastmod.setdefault(entry.lastmod, []).append(entry.loc)
         for lastmod, urls in by_lastmod.items():
             self.crawler.stats.inc_value("sitemaps/urls", len(urls))
-            meta: dict[str, Any] = {"from_sitemap": True}
+            meta: dict[str, Any] = {FROM_SITEMAP_META: True}
             if lastmod:
-                meta["sitemap_lastmod"] = lastmod
+                meta[SITEMAP_LASTMOD_META] = lastmod
             yield from self._follow(urls, 1, priority=self.sitemaps.priority, meta=meta, exact_seen=True, fresh=True)
 
     def _follow(

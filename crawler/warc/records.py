@@ -4,7 +4,9 @@ For each fetch: a ``request`` record (the HTTP request as sent) and a
 ``response`` record (status line, headers, payload) that names the request in
 ``WARC-Concurrent-To``, or, for a payload already archived, a ``revisit``
 record (profile ``identical-payload-digest``, with ``WARC-Refers-To-Target-URI``
-and ``WARC-Refers-To-Date``) instead of a second copy; optionally a
+and ``WARC-Refers-To-Date``) instead of a second copy; a ``304 Not Modified``
+answer to a conditional revisit is a ``revisit`` record of profile
+``server-not-modified`` referring to the capture it revalidated; optionally a
 ``metadata`` record (outlinks, fetch timing). ``warcinfo`` opens a file.
 
 The payload is what the server sent, decompressed by the crawler when it came
@@ -26,6 +28,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import Enum
 from io import BytesIO
 from typing import Any
 from urllib.parse import urlsplit
@@ -77,6 +80,17 @@ class Fetch:
     fetch_duration: float | None = None
     #: Set for a revisit: the first capture of this payload (URL, WARC date).
     revisit_of: tuple[str, str] | None = None
+    #: Why it is a revisit (with ``revisit_of``).
+    revisit_profile: RevisitProfile = field(default_factory=lambda: RevisitProfile.IDENTICAL_PAYLOAD)
+
+
+class RevisitProfile(Enum):
+    """WARC 1.1 revisit profiles."""
+
+    #: The payload is byte for byte one already archived (``revisit_of`` names it).
+    IDENTICAL_PAYLOAD = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+    #: The server answered a conditional request with 304 (``revisit_of``: the capture revalidated).
+    SERVER_NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 
 
 def stored_response_headers(fetch: Fetch) -> list[tuple[str, str]]:
@@ -153,6 +167,16 @@ class RecordBuilder:
         refers_to_uri, refers_to_date = fetch.revisit_of
         http = StatusAndHeaders(f"{fetch.status} {fetch.reason}".strip(), stored_response_headers(fetch),
                                 protocol=fetch.protocol)
+        if fetch.revisit_profile is RevisitProfile.SERVER_NOT_MODIFIED:
+            # No payload to digest: the record holds the 304's status line and headers.
+            headers = self._warc_headers(fetch, record_id, **{
+                "WARC-Profile": fetch.revisit_profile.value,
+                "WARC-Refers-To-Target-URI": refers_to_uri,
+                "WARC-Refers-To-Date": refers_to_date,
+            })
+            return self._factory.create_warc_record(
+                fetch.url, "revisit", payload=BytesIO(b""), length=0, http_headers=http, warc_headers_dict=headers,
+            )
         return self._factory.create_revisit_record(
             fetch.url, payload_digest(fetch.payload), refers_to_uri, refers_to_date, http_headers=http,
             warc_headers_dict=self._warc_headers(fetch, record_id),

@@ -71,6 +71,9 @@ for i = 8, #ARGV, 9 do
         redis.call('HSET', P .. 'dead', id, blob)
         redis.call('HSET', P .. 'deadinfo', id, host .. '\t' .. level .. '\t' .. now .. '\t' .. ARGV[i + 7])
         dead = dead + 1
+        -- A fetch given up on: an error in the host's quality counters.
+        redis.call('HINCRBY', P .. 'hostq', host .. '|n', 1)
+        redis.call('HINCRBY', P .. 'hostq', host .. '|e', 1)
         local field = ARGV[i + 8]
         if field ~= '' then
           local metadata = P .. 'urlmeta:' .. host
@@ -79,7 +82,7 @@ for i = 8, #ARGV, 9 do
           if old then
             record = cmsgpack.unpack(old)
           else
-            record = {1, 0, 0, 0, '', '', '', 0, 0, 0, 0, 0, 0}
+            record = {1, 0, 0, 0, "", "", "", 0, 0, 0, 0, 0, 0, 0}
           end
           record[2] = 3  -- UrlState.DEAD
           record[3] = math.floor(now / 1000)

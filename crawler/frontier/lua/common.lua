@@ -25,3 +25,48 @@ local function requeue(P, host, level, id, at)
   redis.call('ZADD', P .. 'ready', 'NX', at, host)
   redis.call('INCR', P .. 'queued')
 end
+
+-- The in-link sketch (P .. 'inlinks'): a counting Bloom filter of saturating
+-- 8-bit cells, one BITFIELD string. A URL's cells are its first four Bloom
+-- positions (little-endian uint32) modulo the number of cells; its estimate
+-- is the smallest of them (never below the true count, above it only where
+-- every cell collides).
+local function inlink_cells(positions, cells)
+  local count = math.min(4, math.floor(#positions / 4))
+  local out = {}
+  for j = 1, count do
+    out[j] = struct.unpack('<I4', positions, (j - 1) * 4 + 1) % cells
+  end
+  return out
+end
+
+local function inlink_add(key, positions, cells)
+  local args = {'BITFIELD', key, 'OVERFLOW', 'SAT'}
+  for _, cell in ipairs(inlink_cells(positions, cells)) do
+    args[#args + 1] = 'INCRBY'
+    args[#args + 1] = 'u8'
+    args[#args + 1] = '#' .. cell
+    args[#args + 1] = 1
+  end
+  if #args > 4 then
+    redis.call(unpack(args))
+  end
+end
+
+local function inlink_estimate(key, positions, cells)
+  local args = {'BITFIELD_RO', key}
+  for _, cell in ipairs(inlink_cells(positions, cells)) do
+    args[#args + 1] = 'GET'
+    args[#args + 1] = 'u8'
+    args[#args + 1] = '#' .. cell
+  end
+  if #args == 2 then
+    return 0
+  end
+  local values = redis.call(unpack(args))
+  local low = values[1]
+  for j = 2, #values do
+    low = math.min(low, values[j])
+  end
+  return low
+end

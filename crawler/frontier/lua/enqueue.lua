@@ -2,6 +2,7 @@
 -- KEYS[1]: the shard's Bloom filter bitmap (anchors the script to the shard's slot)
 -- ARGV[1]: shard prefix P; ARGV[2]: number of Bloom hashes k;
 -- ARGV[3]: host page budget (0: none); ARGV[4]: domain page budget (0: none)
+-- ARGV[5]: cells of the in-link sketch (0: no in-link counting)
 -- then 8 values per request: 64-bit fingerprint (decimal), Bloom positions
 --   (k little-endian uint32), exact-store set index, host, registered domain,
 --   level, flags, encoded request.
@@ -13,11 +14,15 @@
 -- its host's or domain's budget is dropped and not recorded as seen.
 -- A request whose host owns a back queue goes straight into it; otherwise it
 -- waits in the front queue of its level until the refill activates its host.
+-- Every request counts as an in-link of its URL in the sketch (P..'inlinks',
+-- see common.lua), new or not: how often the crawl has found the URL.
 -- Returns {added, duplicates, over host budget, over domain budget, bloom false positives}.
 local P = ARGV[1]
 local k = tonumber(ARGV[2])
 local host_budget = tonumber(ARGV[3])
 local domain_budget = tonumber(ARGV[4])
+local inlink_cells_count = tonumber(ARGV[5])
+local inlinks = P .. 'inlinks'
 local bloom = KEYS[1]
 local active = P .. 'active'
 local reqs = P .. 'req'
@@ -25,9 +30,12 @@ local host_pages = P .. 'budget:host'
 local domain_pages = P .. 'budget:domain'
 local format = '<' .. string.rep('I4', k)
 local added, duplicates, over_host, over_domain, false_positives = 0, 0, 0, 0, 0
-for i = 5, #ARGV, 8 do
+for i = 6, #ARGV, 8 do
   local fp, positions, set, host, domain = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local level, flags = tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])
+  if inlink_cells_count > 0 then
+    inlink_add(inlinks, positions, inlink_cells_count)
+  end
   local exact = P .. 'seen:x:' .. set
   local dont_filter = flags % 2 == 1
   local exact_only = math.floor(flags / 2) % 2 == 1

@@ -1,20 +1,26 @@
 -- Record a fetch of one URL, keeping its change history.
 -- KEYS[1]: the host's metadata hash (field: 8-byte URL fingerprint)
 -- ARGV: field, new record (msgpack array, see crawler/metadata/store.py),
---       SimHash change threshold
+--       SimHash change threshold, shard prefix P, host, flags (1: the fetch
+--       is an error, 2: a near duplicate), in-link sketch positions (the
+--       URL's Bloom positions, little-endian uint32; '' = none), sketch cells
+-- A 304 Not Modified keeps the last content fields: an unchanged observation.
 -- A fetch counts as a change when the payload digest differs from the last
 -- one AND the SimHash distance is above the threshold (or a SimHash is
 -- missing), so a rotating timestamp or banner alone is not a change. A
 -- fetch that records no digest (a failure) is not an observation.
 -- Returns {changed (1, 0; -1 for a first fetch), observations, changes,
---          previous fetch time (0 if none)}.
+--          previous fetch time (0 if none), first observation time,
+--          in-link estimate, host pages, host errors, host near duplicates}.
 local field = ARGV[1]
 local new = cmsgpack.unpack(ARGV[2])
 local threshold = tonumber(ARGV[3])
+local P, host, flags, positions, cells = ARGV[4], ARGV[5], tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
 -- Record layout (1-based): 1 version, 2 state, 3 fetched_at, 4 status,
 -- 5 digest (8 bytes), 6 simhash (8 bytes), 7 etag, 8 last_modified,
--- 9 length, 10 outlinks, 11 observations, 12 changes, 13 next_visit
-local DIGEST, SIMHASH, OBS, CHANGES, FETCHED = 5, 6, 11, 12, 3
+-- 9 length, 10 outlinks, 11 observations, 12 changes, 13 next_visit,
+-- 14 first_fetch
+local DIGEST, SIMHASH, OBS, CHANGES, FETCHED, NEXT, FIRST = 5, 6, 11, 12, 3, 13, 14
 
 local function distance(a, b)
   local d = 0
@@ -35,6 +41,16 @@ if old_packed then
   previous = old[FETCHED] or 0
   new[OBS] = old[OBS] or 0
   new[CHANGES] = old[CHANGES] or 0
+  new[FIRST] = old[FIRST] or 0
+  if new[NEXT] == 0 then
+    new[NEXT] = old[NEXT] or 0
+  end
+  if new[4] == 304 and type(old[DIGEST]) == 'string' and #old[DIGEST] == 8 then
+    -- Not modified: the stored content stands (validators refreshed if sent).
+    new[DIGEST], new[SIMHASH], new[9], new[10] = old[DIGEST], old[SIMHASH], old[9], old[10]
+    if new[7] == '' then new[7] = old[7] end
+    if new[8] == 0 then new[8] = old[8] end
+  end
   if type(new[DIGEST]) == 'string' and #new[DIGEST] == 8 then
     if type(old[DIGEST]) == 'string' and #old[DIGEST] == 8 then
       changed = 0
@@ -52,6 +68,7 @@ if old_packed then
       new[CHANGES] = new[CHANGES] + changed
     else
       new[OBS] = new[OBS] + 1
+      new[FIRST] = new[FETCHED]
     end
   else
     -- A failed fetch keeps the last good content fields.
@@ -61,6 +78,28 @@ if old_packed then
 else
   new[OBS] = (type(new[DIGEST]) == 'string' and #new[DIGEST] == 8) and 1 or 0
   new[CHANGES] = 0
+  new[FIRST] = new[OBS] == 1 and new[FETCHED] or 0
+end
+if new[OBS] > 0 and (new[FIRST] or 0) == 0 then
+  new[FIRST] = new[FETCHED]
 end
 redis.call('HSET', KEYS[1], field, cmsgpack.pack(new))
-return {changed, new[OBS], new[CHANGES], previous}
+
+-- The host's quality counters (pages, errors, near duplicates).
+local quality = P .. 'hostq'
+local pages = redis.call('HINCRBY', quality, host .. '|n', 1)
+local errors = tonumber(redis.call('HGET', quality, host .. '|e') or '0')
+local near = tonumber(redis.call('HGET', quality, host .. '|d') or '0')
+if flags % 2 == 1 then
+  errors = redis.call('HINCRBY', quality, host .. '|e', 1)
+end
+if math.floor(flags / 2) % 2 == 1 then
+  near = redis.call('HINCRBY', quality, host .. '|d', 1)
+end
+
+-- The in-link estimate: the smallest of the URL's sketch counters.
+local inlinks = 0
+if positions ~= '' and cells > 0 then
+  inlinks = inlink_estimate(P .. 'inlinks', positions, cells)
+end
+return {changed, new[OBS], new[CHANGES], previous, new[FIRST], inlinks, pages, errors, near}
