@@ -488,3 +488,108 @@ def test_host_and_domain_page_budgets_hold(run: Callable[..., None]) -> None:
         assert (result.over_host_budget, result.duplicates) == (1, 0)
 
     run(body, host_page_budget=3, domain_page_budget=5)
+
+
+# -- the recrawl schedule: due set, drain, sitemap touches; the in-link sketch ----------------
+
+
+def test_due_set_schedule_drain_and_touch(run: Callable[..., None]) -> None:
+    from crawler.frontier.due import DueSchedule, Revisit, due_member
+    from crawler.frontier.store import Touch
+    from crawler.metadata.store import UrlRecord, UrlState, url_field
+
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None and h.client is not None
+        keys = FrontierKeys(h.config.crawl_id)
+        schedule = DueSchedule(h.client, keys)
+        await schedule.open()
+        urls = [f"http://a.test/{i}" for i in range(5)]
+        # A metadata record for /0, fetched at T0/1000 - 100 s (its next_visit is set by scheduling).
+        await h.client.hset(keys.key("urlmeta:a.test"), url_field(urls[0]),
+                            UrlRecord(UrlState.FETCHED, T0 // 1000 - 100).pack())
+        revisits = [Revisit(due_member(u), T0 + i * 60_000, 1, "a.test", u.encode(), url_field(u))
+                    for i, u in enumerate(urls)]
+        assert await schedule.schedule(revisits) == 5
+        assert await schedule.schedule(revisits[:1]) == 1  # again: moved, not doubled
+        record = UrlRecord.unpack(await h.client.hget(keys.key("urlmeta:a.test"), url_field(urls[0])))
+        assert record.next_visit == T0 // 1000
+        f = await h.reopen()
+        # Nothing due before T0.
+        result = await f.step(drain_at_ms=T0 - 1)
+        assert result.drain is not None
+        assert (result.drain.moved, result.drain.due_now, result.drain.next_due_ms, result.drain.scheduled) == (
+            0, 0, T0, 5)
+        # Two due at T0 + 1 min, drained in batches of one (FRONTIER's due_batch is set to 1).
+        result = await f.step(drain_at_ms=T0 + 60_000)
+        assert result.drain is not None and (result.drain.moved, result.drain.due_now) == (1, 1)
+        result = await f.step(drain_at_ms=T0 + 60_000)
+        assert result.drain is not None and (result.drain.moved, result.drain.due_now) == (1, 0)
+        assert result.drain.next_due_ms == T0 + 120_000
+        claimed = await drain(f, T0)
+        assert sorted(blob for _, blob in claimed) == [urls[0].encode(), urls[1].encode()]
+        # A sitemap says /4 changed after its last fetch (it has no record: any lastmod is
+        # newer): due now. A URL that is not in the due set is never touched.
+        result = await f.step(touches=[Touch(due_member(urls[4]), "a.test", T0 // 1000),
+                                       Touch(due_member("http://a.test/none"), "a.test", T0 // 1000)],
+                              crawl_now_ms=T0 + 1000)
+        assert result.touched == 1
+        result = await f.step(drain_at_ms=T0 + 1000)
+        assert result.drain is not None and result.drain.moved == 1
+        assert [blob for _, blob in await drain(f, T0 + 1000)] == [urls[4].encode()]
+        await schedule.close()
+
+    run(body, due_batch=1)
+
+
+def test_touch_respects_the_last_fetch(run: Callable[..., None]) -> None:
+    from crawler.frontier.due import DueSchedule, Revisit, due_member
+    from crawler.frontier.store import Touch
+    from crawler.metadata.store import UrlRecord, UrlState, url_field
+
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None and h.client is not None
+        keys = FrontierKeys(h.config.crawl_id)
+        url = "http://b.test/page"
+        fetched = T0 // 1000
+        await h.client.hset(keys.key("urlmeta:b.test"), url_field(url), UrlRecord(UrlState.FETCHED, fetched).pack())
+        schedule = DueSchedule(h.client, keys)
+        await schedule.open()
+        await schedule.schedule([Revisit(due_member(url), T0 + 86_400_000, 1, "b.test", b"x", url_field(url))])
+        older = await f.step(touches=[Touch(due_member(url), "b.test", fetched - 10)], crawl_now_ms=T0 + 5000)
+        assert older.touched == 0
+        newer = await f.step(touches=[Touch(due_member(url), "b.test", fetched + 10)], crawl_now_ms=T0 + 5000)
+        assert newer.touched == 1
+        assert await h.client.zscore(keys.due, due_member(url)) == T0 + 5000
+        await schedule.close()
+
+    run(body)
+
+
+def test_inlink_sketch_counts_every_discovery(run: Callable[..., None]) -> None:
+    from crawler.metadata.store import UrlMetadataStore, UrlRecord, UrlState
+
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None and h.client is not None
+        popular, rare = "http://c.test/popular", "http://c.test/rare"
+        # Found 7 times (new once, then duplicates), and once.
+        await f.enqueue([entry(popular) for _ in range(7)] + [entry(rare)])
+        keys = FrontierKeys(h.config.crawl_id)
+        store = UrlMetadataStore(h.client, keys, inlink_cells=h.config.inlink_cells)
+        await store.open()
+        counts = {}
+        for url in (popular, rare):
+            positions = bloom_positions(url_fingerprint(url), SEEN.bloom_bits, SEEN.bloom_hashes)
+            observation = await store.record(url, "c.test", UrlRecord(UrlState.FETCHED, T0 // 1000, 200),
+                                             flags=2 if url == rare else 0, inlink_positions=positions)
+            counts[url] = observation
+        assert counts[popular].inlinks == 7 and counts[rare].inlinks == 1
+        # The host's counters: two pages, one near duplicate.
+        assert (counts[rare].host_pages, counts[rare].host_errors, counts[rare].host_near_duplicates) == (2, 0, 1)
+        # Bounded: one string of the configured number of cells, at most.
+        assert await h.client.strlen(keys.inlinks) <= h.config.inlink_cells
+        await store.close()
+
+    run(body, inlink_cells=4096)

@@ -401,6 +401,13 @@ class FrontierScheduler(BaseScheduler):
             self._poke()
         return sent
 
+    def revisit_scheduled(self, due_ms: int) -> None:
+        """A revisit was put in the due set by this process (the recrawl pipeline):
+        drain it when it is due, not at the next ``RECRAWL_DRAIN_INTERVAL``."""
+        if due_ms < self._next_due_ms:
+            self._next_due_ms = due_ms
+            self._poke()
+
     def _score(self, host: str, depth: int, meta: dict[str, Any]) -> int:
         """The priority policy's part of a new URL's priority (see :mod:`crawler.policy.priority`)."""
         policy = self.priority
@@ -510,9 +517,10 @@ class FrontierScheduler(BaseScheduler):
             backoff = 0.5
             if self._wake.is_set() or self._closing:
                 continue
-            delay = self._sleep_time()
-            if delay > 0:
-                self._timer = loop.call_later(delay, self._wake.set)
+            # Always a timer, 1 ms at least: a host that is ready "now" by the
+            # claim's clock but was not claimable yet is looked at again at
+            # once, without spinning and without waiting for a poke.
+            self._timer = loop.call_later(max(self._sleep_time(), 0.001), self._wake.set)
             await self._wake.wait()
             if self._timer is not None:
                 self._timer.cancel()

@@ -142,6 +142,7 @@ class RecrawlPipeline:
             logger.warning("Recrawl schedule unavailable (%s); %s is not scheduled", exc, item.url)
             return item
         self.stats.inc_value("recrawl/scheduled")
+        self._tell_scheduler(entry.due_ms)
         if item.status == 304:
             self.stats.inc_value("recrawl/not_modified")
         elif item.changed is True:
@@ -149,6 +150,13 @@ class RecrawlPipeline:
         elif item.changed is False:
             self.stats.inc_value("recrawl/unchanged")
         return item
+
+    def _tell_scheduler(self, due_ms: int) -> None:
+        """Let this process's frontier scheduler know when to drain (if it is one)."""
+        engine = self.crawler.engine
+        hint = getattr(engine.scheduler if engine is not None else None, "revisit_scheduled", None)
+        if hint is not None:
+            hint(due_ms)
 
     def plan(self, item: PageItem, host: str) -> _Plan:
         """The next visit of a fetched page: when, at which priority, with which validators."""

@@ -3,9 +3,12 @@
 Real time, unless ``RECRAWL_TIME_SCALE`` is set above 1 (tests and
 simulations): then crawl time runs that many times faster than real time
 from ``RECRAWL_TIME_EPOCH`` (a Unix time; default: when the process started),
-so an hour of recrawl behaviour takes seconds. Fetch times on items, the URL
-metadata, revisit due times and the drain of due revisits use this clock;
-politeness delays and leases always use real time.
+so an hour of recrawl behaviour takes seconds; ``RECRAWL_TIME_OFFSET``
+seconds are added on top (a batch run that should see the crawl as it will be
+a day later). Fetch times in the URL metadata, revisit due times and the
+drain of due revisits use this clock; politeness delays, leases and WARC
+dates always use real time. Workers sharing a frontier with a scale above 1
+need the same ``RECRAWL_TIME_EPOCH``.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from crawler.settings_parsing import get_float
 class CrawlClock:
     scale: float = 1.0
     epoch: float = 0.0
+    offset: float = 0.0
 
     def now(self) -> float:
         return self.at(time.time())
@@ -29,8 +33,8 @@ class CrawlClock:
     def at(self, real: float) -> float:
         """The crawl-clock time of a real (Unix) time."""
         if self.scale == 1.0:
-            return real
-        return self.epoch + (real - self.epoch) * self.scale
+            return real + self.offset
+        return self.epoch + (real - self.epoch) * self.scale + self.offset
 
     def to_real_delay(self, crawl_seconds: float) -> float:
         """Real seconds until ``crawl_seconds`` of crawl time have passed."""
@@ -40,7 +44,7 @@ class CrawlClock:
     def from_settings(cls, settings: BaseSettings) -> CrawlClock:
         scale = get_float(settings, "RECRAWL_TIME_SCALE", 1.0, minimum=1.0)
         epoch = get_float(settings, "RECRAWL_TIME_EPOCH", _STARTED, minimum=0.0)
-        return cls(scale, epoch)
+        return cls(scale, epoch, get_float(settings, "RECRAWL_TIME_OFFSET", 0.0))
 
 
 _STARTED = time.time()

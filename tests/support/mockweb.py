@@ -31,6 +31,7 @@ import sys
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from email.utils import formatdate, parsedate_to_datetime
 
 HOSTS_PER_OCTET = 250
 
@@ -229,6 +230,16 @@ class Scenario:
     before the answer; ``pad`` bytes of comments then ``after_pad`` rules.
     specials: paths linked from the host's root page, with the behaviour
     ``respond_special`` gives them.
+
+    changing: ``{"hosts": [...], "pages": 3, "period": 3600, "epoch": E,
+    "scale": S}``: the root of each such host links to ``pages`` pages of
+    each kind: ``/c/every/<i>`` (new content at every fetch),
+    ``/c/poisson/<i>`` (changes at the times of a Poisson process with mean
+    gap ``period`` seconds of simulated time, seeded by host and page) and
+    ``/c/never/<i>``. Simulated time is ``epoch + (now - epoch) * scale``, as
+    the crawler's ``RECRAWL_TIME_SCALE``/``RECRAWL_TIME_EPOCH`` make it.
+    Each answer has an ``ETag`` and a ``Last-Modified`` (simulated time);
+    ``If-None-Match`` / ``If-Modified-Since`` that match get a ``304``.
     """
 
     def __init__(self, path: str) -> None:
@@ -244,6 +255,27 @@ class Scenario:
         self.farm_hosts = range(int(farm.get("start", 0)), int(farm.get("start", 0)) + int(farm.get("count", 0)))
         self.farm_domain = str(farm.get("domain", "farm.test"))
         self.counts: dict[tuple[int, str], int] = {}
+        changing = data.get("changing") or {}
+        self.changing_hosts: set[int] = {int(h) for h in changing.get("hosts", [])}
+        self.changing_pages = int(changing.get("pages", 3))
+        self.change_period = float(changing.get("period", 3600.0))
+        self.change_epoch = float(changing.get("epoch", 0.0))
+        self.change_scale = float(changing.get("scale", 1.0))
+        self._change_times: dict[tuple[int, int], list[float]] = {}
+
+    def simulated_now(self) -> float:
+        return self.change_epoch + (time.time() - self.change_epoch) * self.change_scale
+
+    def change_times(self, host: int, page: int, until: float) -> list[float]:
+        """Change times of a Poisson page from the epoch up to at least ``until`` (simulated seconds)."""
+        times = self._change_times.setdefault((host, page), [])
+        if not times or times[-1] < until:
+            rng = random.Random(f"{host}-{page}-{len(times)}")
+            t = times[-1] if times else self.change_epoch
+            while t < until:
+                t += rng.expovariate(1.0 / self.change_period)
+                times.append(t)
+        return times
 
     def seen(self, host: int, path: str) -> int:
         """How many times (host, path) was requested before this request."""
@@ -260,7 +292,7 @@ class MockWebProtocol(asyncio.Protocol):
         self.buffer = b""
         self.transport: asyncio.Transport | None = None
         self.host = -1
-        self.queue: asyncio.Queue[tuple[str, str, float] | None] = asyncio.Queue()
+        self.queue: asyncio.Queue[tuple[str, str, float, dict[str, str]] | None] = asyncio.Queue()
         self.task: asyncio.Task[None] | None = None
         #: When the client closed the connection (a request it abandoned ends there).
         self.closed_at = float("inf")
@@ -291,23 +323,27 @@ class MockWebProtocol(asyncio.Protocol):
                 method, target, _version = request_line.split(" ", 2)
             except ValueError:
                 method, target = "BAD", "/"
-            self.queue.put_nowait((method, target, time.time()))
+            headers = {}
+            for line in head.split("\r\n")[1:]:
+                name, _, value = line.partition(":")
+                headers[name.strip().lower()] = value.strip()
+            self.queue.put_nowait((method, target, time.time(), headers))
 
     async def serve(self) -> None:
         while True:
             entry = await self.queue.get()
             if entry is None or self.transport is None or self.transport.is_closing():
                 return
-            method, target, start = entry
-            reply = self.server.respond(self.host, method, target)
+            method, target, start, headers = entry
+            reply = self.server.respond(self.host, method, target, headers)
             delay = (self.server.spec.latency(self.host) if self.host >= 0 else 0.0) + reply.delay
             if delay:
                 await asyncio.sleep(delay)
             if self.transport.is_closing():
                 self.server.log(self.host, method, target, start, min(time.time(), self.closed_at), 0)
                 return
-            reason = {200: "OK", 301: "Moved Permanently", 404: "Not Found", 429: "Too Many Requests",
-                      503: "Service Unavailable"}.get(reply.status, "OK")
+            reason = {200: "OK", 301: "Moved Permanently", 304: "Not Modified", 404: "Not Found",
+                      429: "Too Many Requests", 503: "Service Unavailable"}.get(reply.status, "OK")
             length = "" if reply.mode in ("drip", "stream") else f"Content-Length: {len(reply.body)}\r\n"
             head = (
                 f"HTTP/1.1 {reply.status} {reason}\r\nContent-Type: {reply.content_type}\r\n"
@@ -350,7 +386,7 @@ class MockWebServer:
             name = host_ip(host) if host >= 0 else "?"
             self.log_file.write(f"{name}\t{method}\t{path}\t{start:.6f}\t{end:.6f}\t{status}\n")
 
-    def respond(self, host: int, method: str, target: str) -> Reply:
+    def respond(self, host: int, method: str, target: str, headers: dict[str, str] | None = None) -> Reply:
         path = target.split("#", 1)[0]
         if path.startswith("http://"):
             path = "/" + path.split("/", 3)[-1]
@@ -358,6 +394,10 @@ class MockWebServer:
             return Reply(404, "text/plain", b"no such host")
         if path == "/robots.txt" or path.startswith("/robots-hop-"):
             return self.respond_robots(host, path)
+        if host in self.scenario.changing_hosts:
+            reply = self.respond_changing(host, path, headers or {})
+            if reply is not None:
+                return reply
         trap = self.scenario.traps.get(host)
         if trap is not None or host in self.scenario.farm_hosts:
             reply = self.respond_trap(host, trap or "farm", path)
@@ -381,6 +421,51 @@ class MockWebServer:
         if self.spec.extras and path == "/moved":
             return Reply(301, "text/html", b"<html>moved</html>", f"Location: http://{host_ip(host)}:{self.port}/p/1\r\n")
         return Reply(404, "text/html", b"<html><body>not found</body></html>")
+
+    def respond_changing(self, host: int, path: str, headers: dict[str, str]) -> Reply | None:
+        """Pages that change at known rates, with validators (see :class:`Scenario`)."""
+        scenario = self.scenario
+        n = scenario.changing_pages
+        if path == "/":
+            links = "".join(
+                f'<li><a href="/c/{kind}/{i}">{kind} {i}</a></li>' for kind in ("every", "poisson", "never")
+                for i in range(n)
+            )
+            version, changed_at = 0, scenario.change_epoch
+            body = f"<html><body><h1>changing host {host}</h1><ul>{links}</ul></body></html>"
+        else:
+            parts = path.strip("/").split("/")
+            if len(parts) != 3 or parts[0] != "c" or not parts[2].isdigit() or int(parts[2]) >= n:
+                return None
+            kind, page = parts[1], int(parts[2])
+            now = scenario.simulated_now()
+            if kind == "every":
+                version, changed_at = scenario.seen(host, path) + 1, now
+            elif kind == "poisson":
+                times = [t for t in scenario.change_times(host, page, now) if t <= now]
+                version, changed_at = len(times), (times[-1] if times else scenario.change_epoch)
+            elif kind == "never":
+                version, changed_at = 0, scenario.change_epoch
+            else:
+                return None
+            words = " ".join(near_duplicate_words(host * 100_003 + page * 1009 + version * 7 + len(kind)))
+            body = f"<html><body><h1>{kind} {page} version {version}</h1><p>{words}</p></body></html>"
+        etag = f'"{path.replace("/", "_")}-v{version}"'
+        modified = int(changed_at)
+        validators = f"ETag: {etag}\r\nLast-Modified: {formatdate(modified, usegmt=True)}\r\n"
+        if_none_match = headers.get("if-none-match")
+        if_modified_since = headers.get("if-modified-since")
+        not_modified = False
+        if if_none_match is not None:
+            not_modified = etag in [tag.strip() for tag in if_none_match.split(",")]
+        elif if_modified_since:
+            try:
+                not_modified = modified <= parsedate_to_datetime(if_modified_since).timestamp()
+            except (TypeError, ValueError):
+                not_modified = False
+        if not_modified:
+            return Reply(304, "text/html; charset=utf-8", b"", validators)
+        return Reply(200, "text/html; charset=utf-8", body.encode(), validators)
 
     def farm_name(self, host: int) -> str:
         return f"h{host}.{self.scenario.farm_domain}"
