@@ -15,7 +15,7 @@ change), ``simhash8`` the page's SimHash (8 bytes, big-endian),
 URL is due again (0: not scheduled), ``first_fetch`` the time of its first
 observation (with ``fetched_at`` and ``observations``, the span the recrawl
 estimator needs). Times are in the crawl clock (:mod:`crawler.policy.clock`).
-A record is about 55 bytes, so a host's hash
+A record is about 60 bytes, so a host's hash
 stays a compact listpack under Redis's default ``hash-max-listpack-value``
 (64) while the host has at most ``hash-max-listpack-entries`` URLs (128 by
 default, 512 in the embedded server). The record
