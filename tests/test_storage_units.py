@@ -118,6 +118,10 @@ def test_rotation_names_and_recovery(tmp_path: Path) -> None:
     open_path = writer.current
     writer._handle.write(b"\x1f\x8b\x08\x00garbage")  # type: ignore[union-attr]
     writer._handle.flush()  # type: ignore[union-attr]
+    # While its writer lives (holds the lock), another worker's recovery leaves it alone.
+    assert recover_open_files(tmp_path) == []
+    assert open_path.exists()
+    writer._handle.close()  # type: ignore[union-attr]  # the process dies: the kernel drops the lock
     recovered = recover_open_files(tmp_path)
     assert [r.warc.name for r in recovered] == [open_path.name.removesuffix(".open")]
     kinds = [r.rec_type for r in ArchiveIterator(io.BytesIO(recovered[0].warc.read_bytes()))]

@@ -3,6 +3,8 @@
 Scrapy's own ``crawl`` command reports a bad setting, a missing seeds file or
 an unreachable Redis as a traceback from deep inside the engine. This command
 checks them first and prints one line naming the problem (exit status 2).
+The spider argument ``crawl_id`` is taken as the ``FRONTIER_CRAWL_ID``
+setting (Scrapyd passes spider arguments more easily than settings).
 Everything else is Scrapy's command unchanged.
 """
 
@@ -81,6 +83,10 @@ class Command(ScrapyCrawlCommand):
         if len(args) != 1:
             return
         assert self.settings is not None
+        crawl_id = opts.spargs.pop("crawl_id", None)
+        if crawl_id is not None:
+            # ``-a crawl_id=X`` (handy from Scrapyd's schedule.json) is FRONTIER_CRAWL_ID.
+            self.settings.set("FRONTIER_CRAWL_ID", crawl_id, priority="cmdline")
         loader = get_spider_loader(self.settings)
         try:
             spider_cls = loader.load(args[0])

@@ -14,7 +14,11 @@ Names follow the usual pattern and never collide between workers::
     <prefix>-<YYYYmmddHHMMSS>-<serial:05d>-<host>-<pid>-<random>.warc.gz
 
 An ``.open`` file left by a crashed process is recovered at start-up: cut
-back to its last complete record, indexed and closed like any other.
+back to its last complete record, indexed and closed like any other. Workers
+on one machine may share a spool: a writer holds an exclusive ``flock`` on its
+open file (the kernel drops it when the process dies, however it dies), and
+recovery skips every file whose lock is held, so a starting worker never
+touches the file of a live one.
 
 The CDXJ index has one line per response or revisit record::
 
@@ -24,6 +28,7 @@ The CDXJ index has one line per response or revisit record::
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
 import os
@@ -110,6 +115,7 @@ class WarcFileWriter:
         name = f"{self.prefix}-{stamp}-{self.serial:05d}-{self.worker_id}.warc.gz"
         self._path = self.spool / (name + OPEN_SUFFIX)
         self._handle = open(self._path, "wb")  # noqa: SIM115 - closed in close()
+        fcntl.flock(self._handle.fileno(), fcntl.LOCK_EX)  # ours alone: see recover_open_files
         self._name = name
         self._index = []
         warcinfo = self.builder.warcinfo(name, self.warcinfo, self.clock())
@@ -165,29 +171,49 @@ def _finish(path: Path, index_lines: list[str]) -> ClosedFile:
 
 
 def recover_open_files(spool: Path) -> list[ClosedFile]:
-    """Close the ``.open`` files a crashed writer left: keep every complete record, index them."""
+    """Close the ``.open`` files a crashed writer left: keep every complete record, index them.
+
+    A file whose writer is alive (its ``flock`` is held) is left alone.
+    """
     recovered = []
     for path in sorted(spool.glob(f"*.warc.gz{OPEN_SUFFIX}")):
-        good = 0
-        lines: list[str] = []
-        name = path.name.removesuffix(OPEN_SUFFIX)
-        with open(path, "rb") as handle:
-            iterator = ArchiveIterator(handle)
+        try:
+            handle = open(path, "r+b")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            continue  # closed by its writer meanwhile
+        try:
             try:
-                for record in iterator:
-                    if record.rec_type in ("response", "revisit"):
-                        record.content_stream().read()
-                    end = iterator.get_record_offset() + iterator.get_record_length()
-                    if record.rec_type in ("response", "revisit"):
-                        start = iterator.get_record_offset()
-                        lines.append(_index_line(record, start, end - start, name))
-                    good = end
-            except (ArchiveLoadFailed, EOFError, OSError, ValueError):
-                pass
-        with open(path, "r+b") as handle:
-            handle.truncate(good)
-        recovered.append(_finish(path, lines))
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a live worker's file
+            if not path.exists():
+                continue  # renamed by its writer between the open and the lock
+            recovered.append(_recover(path, handle))
+        finally:
+            handle.close()
     return recovered
+
+
+def _recover(path: Path, handle: IO[bytes]) -> ClosedFile:
+    """Cut a crashed writer's file back to its last complete record, index it and close it."""
+    good = 0
+    lines: list[str] = []
+    name = path.name.removesuffix(OPEN_SUFFIX)
+    iterator = ArchiveIterator(handle)
+    try:
+        for record in iterator:
+            if record.rec_type in ("response", "revisit"):
+                record.content_stream().read()
+            end = iterator.get_record_offset() + iterator.get_record_length()
+            if record.rec_type in ("response", "revisit"):
+                start = iterator.get_record_offset()
+                lines.append(_index_line(record, start, end - start, name))
+            good = end
+    except (ArchiveLoadFailed, EOFError, OSError, ValueError):
+        pass
+    handle.truncate(good)
+    handle.flush()
+    return _finish(path, lines)
 
 
 @dataclass(frozen=True, slots=True)

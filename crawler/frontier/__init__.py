@@ -1,0 +1,1 @@
+"""The Redis Mercator frontier: keys, scripts, the store and the Scrapy scheduler."""
