@@ -593,3 +593,34 @@ def test_inlink_sketch_counts_every_discovery(run: Callable[..., None]) -> None:
         await store.close()
 
     run(body, inlink_cells=4096)
+
+
+def test_storing_a_page_twice_is_storing_it_once(run: Callable[..., None]) -> None:
+    from crawler.metadata.store import UrlMetadataStore, UrlRecord, UrlState, url_field
+
+    async def body(h: Harness) -> None:
+        assert h.client is not None
+        keys = FrontierKeys(h.config.crawl_id)
+        store = UrlMetadataStore(h.client, keys, repeat_window=600)
+        await store.open()
+        url, host = "http://r.test/page", "r.test"
+        t = T0 // 1000
+
+        def fetch(at: int, digest: bytes = b"D" * 8) -> UrlRecord:
+            return UrlRecord(UrlState.FETCHED, at, 200, digest8=digest, simhash8=b"S" * 8)
+
+        first = await store.record(url, host, fetch(t))
+        stored = await h.client.hget(store.host_key(host), url_field(url))
+        # The same page again (a lease expired and the URL was fetched again): nothing changes.
+        again = await store.record(url, host, fetch(t + 45))
+        assert again.repeat and not first.repeat
+        assert (again.observations, again.changes, again.host_pages) == (first.observations, first.changes, 1)
+        assert await h.client.hget(store.host_key(host), url_field(url)) == stored
+        # A revisit after the window is an observation; new content inside the window is one too.
+        later = await store.record(url, host, fetch(t + 700))
+        assert (later.repeat, later.observations, later.changes, later.host_pages) == (False, 2, 0, 2)
+        changed = await store.record(url, host, fetch(t + 710, b"E" * 8))
+        assert (changed.repeat, changed.observations, changed.host_pages) == (False, 3, 3)
+        await store.close()
+
+    run(body)

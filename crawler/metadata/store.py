@@ -114,6 +114,8 @@ class Observation:
     host_pages: int = 0
     host_errors: int = 0
     host_near_duplicates: int = 0
+    #: A repeat delivery (same status and payload within the repeat window): nothing was recorded.
+    repeat: bool = False
 
 
 #: Flags of a recorded fetch, for the host's quality counters.
@@ -131,7 +133,10 @@ def url_field(url: str) -> bytes:
 
 
 class UrlMetadataStore:
-    def __init__(self, client: Redis, keys: FrontierKeys, change_distance: int = 3, inlink_cells: int = 0) -> None:
+    def __init__(
+        self, client: Redis, keys: FrontierKeys, change_distance: int = 3, inlink_cells: int = 0,
+        repeat_window: int = 0,
+    ) -> None:
         # The frontier's shared helpers (the in-link sketch) come first.
         common = (resources.files("crawler.frontier") / "lua" / "common.lua").read_text(encoding="utf-8")
         source = common + "\n" + (resources.files("crawler.metadata") / "lua" / "urlmeta.lua").read_text(
@@ -142,6 +147,8 @@ class UrlMetadataStore:
         self.keys = keys
         self.change_distance = change_distance
         self.inlink_cells = inlink_cells
+        #: Seconds (crawl clock) within which the same status and payload again is a repeat delivery.
+        self.repeat_window = repeat_window
 
     def host_key(self, host: str) -> str:
         return self.keys.key(f"urlmeta:{host}")
@@ -157,12 +164,12 @@ class UrlMetadataStore:
             "urlmeta",
             [self.host_key(host)],
             [url_field(url), record.pack(), self.change_distance, self.keys.prefix, host, flags, inlink_positions,
-             self.inlink_cells],
+             self.inlink_cells, self.repeat_window],
         )
-        changed, observations, changes, previous, first, inlinks, pages, errors, near = (int(x) for x in reply)
+        changed, observations, changes, previous, first, inlinks, pages, errors, near, repeat = (int(x) for x in reply)
         return Observation(
             None if changed < 0 else bool(changed), observations, changes, previous, first, inlinks, pages, errors,
-            near,
+            near, bool(repeat),
         )
 
     async def get(self, url: str, host: str) -> UrlRecord | None:

@@ -32,6 +32,8 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from scrapy.exceptions import (
     CannotResolveHostError,
     DownloadCancelledError,
@@ -118,6 +120,15 @@ class RetryMiddleware:
             elif isinstance(exception, (DownloadTimeoutError, TimeoutError)):
                 self.stats.inc_value("fetch/timeout")
             self._retry(request, name, str(exception), HostSignal.FAILED, time.time())
+        if isinstance(exception, (RedisConnectionError, RedisTimeoutError)):
+            # Our own Redis was down for longer than REDIS_OUTAGE_TIMEOUT while a
+            # middleware needed it: not the URL's fault, and no attempt spent.
+            self.stats.inc_value("retry/redis_unavailable")
+            logger.warning("Redis unavailable while fetching %s (%s); the URL waits in the frontier", request.url,
+                           exception)
+            reschedule(request, not_before=time.time() + self.policy.retry_delay(1), host_signal=HostSignal.NEUTRAL,
+                       reason=f"Redis unavailable: {exception}")
+            raise Rescheduled(f"Redis unavailable for {request.url}")
         self.stats.inc_value(f"retry/unexpected/{name}")
         logger.error("Unexpected download error for %s: %s: %s", request.url, name, exception)
         self._give_up(request, name, str(exception))

@@ -120,7 +120,9 @@ class RobotsTxtMiddleware:
 
     async def _rules(self, request: Request, origin: str, now: float) -> RobotsRules:
         assert self.store is not None
-        record = await self.store.get(origin)
+        store = self.store
+        outage = self.provider.outage
+        record = await outage.call("robots.txt cache", lambda: store.get(origin), self.stats)
         if record is not None and not record.expired(now):
             self.stats.inc_value("robots/cache/shared")
             return self.store.use(origin, record)
@@ -129,7 +131,10 @@ class RobotsTxtMiddleware:
             host = host_of(origin + "/")
         except UrlError:
             host = origin
-        rules, capped = await self.store.put(origin, host, record, time.time())
+        fetched = record
+        rules, capped = await outage.call(
+            "robots.txt cache", lambda: store.put(origin, host, fetched, time.time()), self.stats
+        )
         self._enqueue_sitemaps(origin, rules)
         if capped:
             self.stats.inc_value("robots/crawl_delay_capped")

@@ -70,8 +70,12 @@ class DedupPipeline:
         except UrlError:
             return item
         try:
-            verdict = await self.index.check(host, item.payload_digest, item.url, warc_date(item.fetched_at),
-                                             item.simhash)
+            index, digest = self.index, item.payload_digest
+            verdict = await self.provider.outage.call(
+                "Dedup index",
+                lambda: index.check(host, digest, item.url, warc_date(item.fetched_at), item.simhash),
+                self.stats,
+            )
         except (RedisError, OSError) as exc:
             self.stats.inc_value("dedup/unavailable")
             logger.warning("Dedup index unavailable (%s); storing %s in full", exc, item.url)

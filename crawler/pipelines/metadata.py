@@ -28,7 +28,7 @@ from crawler.metadata.store import PAGE_ERROR, PAGE_NEAR_DUPLICATE, UrlMetadataS
 from crawler.policy.clock import CrawlClock
 from crawler.policy.priority import HostQuality
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
-from crawler.settings_parsing import get_bool, get_int
+from crawler.settings_parsing import get_bool, get_float, get_int
 from crawler.urls import UrlError, normalize_url, url_fingerprint
 from crawler.urls.fingerprint import bloom_positions
 
@@ -36,6 +36,16 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
+
+
+def repeat_window_setting(settings: Any) -> int:
+    """``METADATA_REPEAT_WINDOW`` (s): default half of ``RECRAWL_MIN_INTERVAL``, at most 10 minutes.
+
+    Shorter than any planned revisit, longer than a lease expiry and requeue.
+    """
+    minimum = get_float(settings, "RECRAWL_MIN_INTERVAL", 3600.0, minimum=0.0)
+    default = int(min(600.0, minimum / 2))
+    return get_int(settings, "METADATA_REPEAT_WINDOW", default, minimum=0)
 
 
 def _header(headers: list[tuple[str, str]], name: str) -> str:
@@ -67,6 +77,7 @@ class UrlMetadataPipeline:
         seen: SeenConfig | None = None,
         inlink_cells: int = 0,
         host_quality: HostQualityCache | None = None,
+        repeat_window: int = 0,
     ) -> None:
         self.provider = provider
         self.keys = keys
@@ -76,6 +87,7 @@ class UrlMetadataPipeline:
         self.seen = seen
         self.inlink_cells = inlink_cells
         self.host_quality = host_quality or HostQualityCache()
+        self.repeat_window = repeat_window
         self.store: UrlMetadataStore | None = None
 
     @classmethod
@@ -92,11 +104,12 @@ class UrlMetadataPipeline:
             seen=SeenConfig.from_settings(settings),
             inlink_cells=get_int(settings, "PRIORITY_INLINK_CELLS", 4_194_304, minimum=0),
             host_quality=HostQualityCache.for_crawler(crawler),
+            repeat_window=repeat_window_setting(settings),
         )
 
     async def open_spider(self) -> None:
         self.store = UrlMetadataStore(
-            await self.provider.client(), self.keys, self.change_distance, self.inlink_cells
+            await self.provider.client(), self.keys, self.change_distance, self.inlink_cells, self.repeat_window
         )
         await self.store.open()
 
@@ -129,11 +142,18 @@ class UrlMetadataPipeline:
         if self.inlink_cells and self.seen is not None:
             positions = bloom_positions(url_fingerprint(url), self.seen.bloom_bits, self.seen.bloom_hashes)
         try:
-            observation = await self.store.record(url, host, record, flags=flags, inlink_positions=positions)
+            store = self.store
+            observation = await self.provider.outage.call(
+                "URL metadata store",
+                lambda: store.record(url, host, record, flags=flags, inlink_positions=positions),
+                self.stats,
+            )
         except (RedisError, OSError) as exc:
             self.stats.inc_value("metadata/unavailable")
             logger.warning("URL metadata store unavailable (%s) for %s", exc, item.url)
             return item
+        if observation.repeat:
+            self.stats.inc_value("metadata/repeat")
         item.changed, item.observations, item.changes = (
             observation.changed, observation.observations, observation.changes
         )

@@ -136,7 +136,8 @@ class RecrawlPipeline:
         entry = Revisit(due_member(url), int(revisit.due * 1000), self.levels.level(revisit.priority), host, blob,
                         url_field(url))
         try:
-            await self.schedule.schedule([entry])
+            schedule = self.schedule
+            await self.provider.outage.call("Recrawl schedule", lambda: schedule.schedule([entry]), self.stats)
         except (RedisError, OSError) as exc:
             self.stats.inc_value("recrawl/unavailable")
             logger.warning("Recrawl schedule unavailable (%s); %s is not scheduled", exc, item.url)

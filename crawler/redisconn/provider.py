@@ -24,6 +24,7 @@ from scrapy import signals
 from crawler.exceptions import FrontierUnavailableError
 from crawler.redisconn.config import RedisConfig
 from crawler.redisconn.embedded import EmbeddedRedisServer
+from crawler.redisconn.outage import OutagePolicy
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -40,8 +41,10 @@ def crawl_id_for(crawler: Crawler) -> str:
 
 
 class RedisProvider:
-    def __init__(self, config: RedisConfig) -> None:
+    def __init__(self, config: RedisConfig, outage: OutagePolicy | None = None) -> None:
         self.config = config
+        #: How components wait out a Redis outage (``REDIS_OUTAGE_TIMEOUT``...).
+        self.outage = outage or OutagePolicy()
         self.embedded: EmbeddedRedisServer | None = None
         self._client: Redis | None = None
         self._lock = asyncio.Lock()
@@ -50,7 +53,10 @@ class RedisProvider:
     def for_crawler(cls, crawler: Crawler) -> RedisProvider:
         provider = _providers.get(crawler)
         if provider is None:
-            provider = cls(RedisConfig.from_settings(crawler.settings, crawl_id_for(crawler)))
+            provider = cls(
+                RedisConfig.from_settings(crawler.settings, crawl_id_for(crawler)),
+                OutagePolicy.from_settings(crawler.settings),
+            )
             _providers[crawler] = provider
             crawler.signals.connect(provider.close, signal=signals.engine_stopped)
         return provider

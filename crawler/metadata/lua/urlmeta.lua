@@ -3,7 +3,13 @@
 -- ARGV: field, new record (msgpack array, see crawler/metadata/store.py),
 --       SimHash change threshold, shard prefix P, host, flags (1: the fetch
 --       is an error, 2: a near duplicate), in-link sketch positions (the
---       URL's Bloom positions, little-endian uint32; '' = none), sketch cells
+--       URL's Bloom positions, little-endian uint32; '' = none), sketch cells,
+--       repeat window (seconds; 0 = none)
+-- A repeat delivery changes nothing: a fetch with the stored status and
+-- payload digest, less than the repeat window after the stored fetch (a URL
+-- fetched again because its lease expired, or a record stored twice), leaves
+-- the record and the host's counters as they are, so storing a page twice is
+-- the same as storing it once.
 -- A 304 Not Modified keeps the last content fields: an unchanged observation.
 -- A fetch counts as a change when the payload digest differs from the last
 -- one AND the SimHash distance is above the threshold (or a SimHash is
@@ -11,11 +17,13 @@
 -- fetch that records no digest (a failure) is not an observation.
 -- Returns {changed (1, 0; -1 for a first fetch), observations, changes,
 --          previous fetch time (0 if none), first observation time,
---          in-link estimate, host pages, host errors, host near duplicates}.
+--          in-link estimate, host pages, host errors, host near duplicates,
+--          repeat (1: a repeat delivery, nothing recorded)}.
 local field = ARGV[1]
 local new = cmsgpack.unpack(ARGV[2])
 local threshold = tonumber(ARGV[3])
 local P, host, flags, positions, cells = ARGV[4], ARGV[5], tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
+local window = tonumber(ARGV[9] or '0')
 -- Record layout (1-based): 1 version, 2 state, 3 fetched_at, 4 status,
 -- 5 digest (8 bytes), 6 simhash (8 bytes), 7 etag, 8 last_modified,
 -- 9 length, 10 outlinks, 11 observations, 12 changes, 13 next_visit,
@@ -34,10 +42,25 @@ local function distance(a, b)
   return d
 end
 
+local function inlink_count()
+  if positions ~= '' and cells > 0 then
+    return inlink_estimate(P .. 'inlinks', positions, cells)
+  end
+  return 0
+end
+
+local quality = P .. 'hostq'
 local old_packed = redis.call('HGET', KEYS[1], field)
 local changed, previous = -1, 0
 if old_packed then
   local old = cmsgpack.unpack(old_packed)
+  local since = (new[FETCHED] or 0) - (old[FETCHED] or 0)
+  if window > 0 and since >= 0 and since < window and new[4] == old[4]
+      and type(new[DIGEST]) == 'string' and #new[DIGEST] == 8 and new[DIGEST] == old[DIGEST] then
+    local counts = redis.call('HMGET', quality, host .. '|n', host .. '|e', host .. '|d')
+    return {0, old[OBS] or 0, old[CHANGES] or 0, old[FETCHED] or 0, old[FIRST] or 0, inlink_count(),
+            tonumber(counts[1] or '0'), tonumber(counts[2] or '0'), tonumber(counts[3] or '0'), 1}
+  end
   previous = old[FETCHED] or 0
   new[OBS] = old[OBS] or 0
   new[CHANGES] = old[CHANGES] or 0
@@ -86,7 +109,6 @@ end
 redis.call('HSET', KEYS[1], field, cmsgpack.pack(new))
 
 -- The host's quality counters (pages, errors, near duplicates).
-local quality = P .. 'hostq'
 local pages = redis.call('HINCRBY', quality, host .. '|n', 1)
 local errors = tonumber(redis.call('HGET', quality, host .. '|e') or '0')
 local near = tonumber(redis.call('HGET', quality, host .. '|d') or '0')
@@ -98,8 +120,4 @@ if math.floor(flags / 2) % 2 == 1 then
 end
 
 -- The in-link estimate: the smallest of the URL's sketch counters.
-local inlinks = 0
-if positions ~= '' and cells > 0 then
-  inlinks = inlink_estimate(P .. 'inlinks', positions, cells)
-end
-return {changed, new[OBS], new[CHANGES], previous, new[FIRST], inlinks, pages, errors, near}
+return {changed, new[OBS], new[CHANGES], previous, new[FIRST], inlink_count(), pages, errors, near, 0}
