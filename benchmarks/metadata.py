@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from redis.asyncio import Redis  # noqa: E402
 
-from crawler.frontier.keys import FrontierKeys  # noqa: E402
+from crawler.frontier.shards import ShardRouter  # noqa: E402
 from crawler.metadata.store import UrlMetadataStore, UrlRecord, UrlState  # noqa: E402
 from tests.support.mockweb import free_port  # noqa: E402
 
@@ -38,7 +38,7 @@ async def measure(port: int, urls: int, per_host: int, label: str) -> None:
             break
         except OSError:
             await asyncio.sleep(0.05)
-    store = UrlMetadataStore(client, FrontierKeys("meta-bench"))
+    store = UrlMetadataStore(client, ShardRouter("meta-bench"))
     await store.open()
     rng = random.Random(3)
     calls = []

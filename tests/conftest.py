@@ -236,3 +236,65 @@ def moto() -> Iterator[MotoServer]:
     server.start()
     yield server
     server.stop()
+
+
+@dataclass
+class RedisClusterServers:
+    """A real Redis Cluster: three primaries on loopback, created with ``redis-cli --cluster create``."""
+
+    directory: Path
+    ports: list[int] = field(default_factory=lambda: [free_port() for _ in range(3)])
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> str:
+        return ",".join(f"127.0.0.1:{port}" for port in self.ports)
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        cli = shutil.which("redis-cli")
+        if binary is None or cli is None:
+            raise RuntimeError("redis-server and redis-cli are not installed (make test installs them)")
+        for port in self.ports:
+            node_dir = self.directory / str(port)
+            node_dir.mkdir(parents=True, exist_ok=True)
+            self.processes.append(subprocess.Popen(
+                [
+                    binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(node_dir),
+                    "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                    "--cluster-node-timeout", "5000", "--appendonly", "yes", "--save", "",
+                    "--daemonize", "no", "--logfile", str(node_dir / "redis.log"),
+                ],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            ))
+        for port in self.ports:
+            _wait_for_port(port)
+        subprocess.run(
+            [cli, "--cluster", "create", *(f"127.0.0.1:{port}" for port in self.ports),
+             "--cluster-replicas", "0", "--cluster-yes"],
+            check=True, capture_output=True, timeout=60,
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            states = [redis.Redis(port=port).cluster("info")["cluster_state"] for port in self.ports]
+            if all(state == "ok" for state in states):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"cluster not ready: {states}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            process.wait(timeout=30)
+        self.processes = []
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterServers]:
+    cluster = RedisClusterServers(tmp_path_factory.mktemp("cluster"))
+    cluster.start()
+    yield cluster
+    cluster.stop()

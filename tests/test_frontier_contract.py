@@ -22,6 +22,7 @@ from crawler.frontier.config import FrontierConfig
 from crawler.frontier.keys import FrontierKeys
 from crawler.frontier.outcome import HostSignal, LeaseAction
 from crawler.frontier.seen import SeenConfig
+from crawler.frontier.shards import ShardRouter
 from crawler.frontier.store import DONT_FILTER, EXACT_ONLY, Completion, EnqueueEntry, Lease, RedisFrontier
 from crawler.politeness.backoff import BackoffPolicy
 from crawler.urls import bloom_positions, exact_key, normalize_url, url_fingerprint
@@ -502,7 +503,7 @@ def test_due_set_schedule_drain_and_touch(run: Callable[..., None]) -> None:
         f = h.frontier
         assert f is not None and h.client is not None
         keys = FrontierKeys(h.config.crawl_id)
-        schedule = DueSchedule(h.client, keys)
+        schedule = DueSchedule(h.client, ShardRouter(h.config.crawl_id))
         await schedule.open()
         urls = [f"http://a.test/{i}" for i in range(5)]
         # A metadata record for /0, fetched at T0/1000 - 100 s (its next_visit is set by scheduling).
@@ -554,7 +555,7 @@ def test_touch_respects_the_last_fetch(run: Callable[..., None]) -> None:
         url = "http://b.test/page"
         fetched = T0 // 1000
         await h.client.hset(keys.key("urlmeta:b.test"), url_field(url), UrlRecord(UrlState.FETCHED, fetched).pack())
-        schedule = DueSchedule(h.client, keys)
+        schedule = DueSchedule(h.client, ShardRouter(h.config.crawl_id))
         await schedule.open()
         await schedule.schedule([Revisit(due_member(url), T0 + 86_400_000, 1, "b.test", b"x", url_field(url))])
         older = await f.step(touches=[Touch(due_member(url), "b.test", fetched - 10)], crawl_now_ms=T0 + 5000)
@@ -577,7 +578,7 @@ def test_inlink_sketch_counts_every_discovery(run: Callable[..., None]) -> None:
         # Found 7 times (new once, then duplicates), and once.
         await f.enqueue([entry(popular) for _ in range(7)] + [entry(rare)])
         keys = FrontierKeys(h.config.crawl_id)
-        store = UrlMetadataStore(h.client, keys, inlink_cells=h.config.inlink_cells)
+        store = UrlMetadataStore(h.client, ShardRouter(h.config.crawl_id), inlink_cells=h.config.inlink_cells)
         await store.open()
         counts = {}
         for url in (popular, rare):
@@ -600,8 +601,7 @@ def test_storing_a_page_twice_is_storing_it_once(run: Callable[..., None]) -> No
 
     async def body(h: Harness) -> None:
         assert h.client is not None
-        keys = FrontierKeys(h.config.crawl_id)
-        store = UrlMetadataStore(h.client, keys, repeat_window=600)
+        store = UrlMetadataStore(h.client, ShardRouter(h.config.crawl_id), repeat_window=600)
         await store.open()
         url, host = "http://r.test/page", "r.test"
         t = T0 // 1000

@@ -15,6 +15,7 @@ import sys
 from typing import TYPE_CHECKING
 
 import redis
+from redis.cluster import ClusterNode
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.spiderloader import get_spider_loader
 
@@ -22,6 +23,7 @@ from crawler.downloader.dns import read_hosts_file
 from crawler.exceptions import ConfigurationError
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.seen import SeenConfig
+from crawler.frontier.shards import shard_count
 from crawler.identity import check_identity
 from crawler.netguard import AddressPolicy
 from crawler.politeness.backoff import BackoffPolicy
@@ -59,6 +61,7 @@ def preflight(settings: BaseSettings, spider_cls: type, spider_name: str, spider
     crawl_id = str(settings.get("FRONTIER_CRAWL_ID") or spider_name)
     FrontierConfig.from_settings(settings, crawl_id)
     redis_config = RedisConfig.from_settings(settings, crawl_id)
+    shard_count(settings, crawl_id)
     if redis_config.url is None:
         if shutil.which(redis_config.server_binary) is None:
             raise ConfigurationError(
@@ -68,6 +71,14 @@ def preflight(settings: BaseSettings, spider_cls: type, spider_name: str, spider
             )
         return
     try:
+        if redis_config.cluster_nodes:
+            cluster = redis.RedisCluster(
+                startup_nodes=[ClusterNode(host, port) for host, port in redis_config.cluster_nodes],  # type: ignore[no-untyped-call]
+                socket_connect_timeout=3, socket_timeout=3,
+            )
+            cluster.ping()
+            cluster.close()
+            return
         client = redis.Redis.from_url(redis_config.url, socket_connect_timeout=3, socket_timeout=3)
         client.ping()
         client.close()

@@ -19,7 +19,6 @@ import time
 from typing import TYPE_CHECKING
 
 import msgpack
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
@@ -27,11 +26,11 @@ from scrapy.exceptions import UsageError
 from crawler.exceptions import CodecError, ConfigurationError, CrawlerError
 from crawler.frontier.codec import without_meta
 from crawler.frontier.config import FrontierConfig
-from crawler.frontier.keys import FrontierKeys
+from crawler.frontier.shards import ShardRouter
 from crawler.frontier.store import RedisFrontier
 from crawler.middlewares.retry import RETRY_META, THROTTLED_META
 from crawler.redisconn.config import RedisConfig
-from crawler.redisconn.embedded import EmbeddedRedisServer
+from crawler.redisconn.provider import RedisProvider
 
 if TYPE_CHECKING:
     import argparse
@@ -69,43 +68,46 @@ class Command(ScrapyCommand):
         crawl_id = str(self.settings.get("FRONTIER_CRAWL_ID") or "web")
         config = FrontierConfig.from_settings(self.settings, crawl_id)
         redis_config = RedisConfig.from_settings(self.settings, crawl_id)
-        embedded = None
-        url = redis_config.url
-        if url is None:
-            if not redis_config.embedded_dir.is_dir():
-                raise ConfigurationError(
-                    "FRONTIER_CRAWL_ID", f"no crawl data for {crawl_id!r} in {redis_config.embedded_dir}"
-                )
-            embedded = EmbeddedRedisServer(redis_config.embedded_dir, redis_config.server_binary)
-            await embedded.start()
-            url = embedded.url
-        client = Redis.from_url(url, socket_connect_timeout=redis_config.connect_timeout)
+        router = ShardRouter.from_settings(self.settings, crawl_id)
+        if redis_config.url is None and not redis_config.embedded_dir.is_dir():
+            raise ConfigurationError(
+                "FRONTIER_CRAWL_ID", f"no crawl data for {crawl_id!r} in {redis_config.embedded_dir}"
+            )
+        provider = RedisProvider(redis_config)
+        client = await provider.client()
         try:
-            frontier = RedisFrontier(client, FrontierKeys(crawl_id), config)
-            await frontier.load_scripts()
-            letters = await frontier.dead_letters(opts.limit)
-            if not letters:
+            total = 0
+            for keys in router.keys:
+                frontier = RedisFrontier(client, keys, config)
+                await frontier.load_scripts()
+                letters = await frontier.dead_letters(opts.limit - total)
+                total += len(letters)
+                if not opts.requeue:
+                    for letter in letters:
+                        url_text = _url_of(letter.blob)
+                        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(letter.died_at))
+                        print(f"{when}\t{letter.error}\t{url_text}\t{letter.message}")
+                elif letters:
+                    entries = []
+                    for letter in letters:
+                        try:
+                            entries.append(
+                                (letter.request_id, without_meta(letter.blob, (RETRY_META, THROTTLED_META)))
+                            )
+                        except CodecError:
+                            entries.append((letter.request_id, b""))
+                    revived = await frontier.revive(entries)
+                    print(f"requeued {revived} dead letters in crawl {crawl_id!r}"
+                          + (f" (shard {keys.shard})" if router.count > 1 else ""))
+                await frontier.close()
+                if total >= opts.limit:
+                    break
+            if not total:
                 print(f"no dead letters in crawl {crawl_id!r}")
-                return
-            if not opts.requeue:
-                for letter in letters:
-                    url_text = _url_of(letter.blob)
-                    when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(letter.died_at))
-                    print(f"{when}\t{letter.error}\t{url_text}\t{letter.message}")
-                print(f"{len(letters)} dead letters in crawl {crawl_id!r}")
-                return
-            entries = []
-            for letter in letters:
-                try:
-                    entries.append((letter.request_id, without_meta(letter.blob, (RETRY_META, THROTTLED_META))))
-                except CodecError:
-                    entries.append((letter.request_id, b""))
-            revived = await frontier.revive(entries)
-            print(f"requeued {revived} dead letters in crawl {crawl_id!r}")
+            elif not opts.requeue:
+                print(f"{total} dead letters in crawl {crawl_id!r}")
         finally:
-            await client.aclose()
-            if embedded is not None:
-                await embedded.stop()
+            await provider.close()
 
 
 def _url_of(blob: bytes) -> str:

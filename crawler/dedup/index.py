@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from crawler.redisconn.batch import BatchedScripts
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
+    from crawler.redisconn.link import AnyRedis
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ def dedup_prefix(crawl_id: str) -> str:
 
 
 class DedupIndex:
-    def __init__(self, client: Redis, crawl_id: str, max_distance: int) -> None:
+    def __init__(self, client: AnyRedis, crawl_id: str, max_distance: int) -> None:
         source = (resources.files("crawler.dedup") / "lua" / "dedup.lua").read_text(encoding="utf-8")
         self.scripts = BatchedScripts(client, {"dedup": source})
         self.prefix = dedup_prefix(crawl_id)

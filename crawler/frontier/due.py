@@ -19,6 +19,7 @@ first 8 bytes of its fingerprint).
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, NamedTuple
 
 from crawler.frontier.store import load_script_source
@@ -26,9 +27,9 @@ from crawler.redisconn.batch import BatchedScripts
 from crawler.urls import url_fingerprint
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
+    from crawler.frontier.shards import ShardRouter
+    from crawler.redisconn.link import AnyRedis
 
-    from crawler.frontier.keys import FrontierKeys
 
 
 def due_member(url: str) -> str:
@@ -49,18 +50,24 @@ class Revisit(NamedTuple):
 
 
 class DueSchedule:
-    def __init__(self, client: Redis, keys: FrontierKeys) -> None:
-        self.keys = keys
+    def __init__(self, client: AnyRedis, router: ShardRouter) -> None:
+        self.router = router
         self.scripts = BatchedScripts(client, {"schedule": load_script_source("schedule")})
 
     async def open(self) -> None:
         await self.scripts.load()
 
     async def schedule(self, revisits: list[Revisit]) -> int:
-        args: list[object] = [self.keys.prefix]
+        """Put revisits in their shards' due sets; returns how many were new there."""
+        by_shard: dict[int, list[object]] = {}
         for revisit in revisits:
+            shard = self.router.shard_of(revisit.host)
+            args = by_shard.get(shard)
+            if args is None:
+                args = by_shard[shard] = [self.router.keys[shard].prefix]
             args += revisit
-        return int(await self.scripts.call("schedule", [self.keys.due], args))
+        calls = [self.scripts.call("schedule", [self.router.keys[shard].due], args) for shard, args in by_shard.items()]
+        return sum(int(reply) for reply in await asyncio.gather(*calls))
 
     async def close(self) -> None:
         await self.scripts.close()

@@ -35,6 +35,16 @@ continuous mode (``RECRAWL_MODE = "continuous"`` or ``-a mode=continuous``)
 the scheduler always has pending work, so the spider never closes on its own,
 and the pump sleeps until the next revisit is due.
 
+Shards (:mod:`crawler.frontier.shards`): with ``FRONTIER_SHARDS`` > 1 (the
+default on a Redis Cluster) each shard is a frontier of its own and each
+cycle sends one step per shard that has something to say, all at once, each
+on its own connection (to the cluster node serving that shard). A shard is
+asked for URLs when its next host is due by what this worker last heard from
+it, when this worker just sent it new URLs, and at least every
+``FRONTIER_IDLE_POLL`` seconds (other workers' URLs); the free slots are
+shared among the shards asked, in turn. No shard is ever scanned: the cost
+per cycle depends on the shards with work, not on hosts or URLs.
+
 Priority: a request's front queue is its ``Request.priority`` plus the
 priority policy's score of the URL (:mod:`crawler.policy.priority`: depth,
 sitemap, host importance, host quality), computed once per host per batch of
@@ -48,8 +58,9 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Coroutine, Iterable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
@@ -62,10 +73,10 @@ from crawler.bounded import BoundedSet
 from crawler.exceptions import CodecError, ConfigurationError, FrontierUnavailableError
 from crawler.frontier.codec import RequestCodec
 from crawler.frontier.config import FrontierConfig
-from crawler.frontier.keys import FrontierKeys
 from crawler.frontier.outcome import LEASE_META, Handout, LeaseAction
 from crawler.frontier.policy import PolitenessPolicy, PriorityLevels
 from crawler.frontier.seen import SeenConfig
+from crawler.frontier.shards import ShardRouter
 from crawler.frontier.store import (
     DONT_FILTER,
     EXACT_ONLY,
@@ -97,6 +108,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+_T = TypeVar("_T")
+
 _REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
 
 #: ``Request.meta`` key: check this URL against the exact seen store only (sitemap URLs).
@@ -106,6 +119,12 @@ _MAX_BACKOFF = 30.0
 
 #: "No revisit known": later than any crawl-clock time.
 _NEVER_MS = 2**62
+
+
+def _requeue(sent: dict[int, list[_T]], pending: dict[int, list[_T]], shard: int) -> None:
+    """Put a shard's unsent batch back in front of what came since."""
+    if shard in sent:
+        pending[shard] = sent[shard] + pending.get(shard, [])
 
 
 class FrontierScheduler(BaseScheduler):
@@ -121,6 +140,7 @@ class FrontierScheduler(BaseScheduler):
         url_filter: UrlFilter,
         seen: SeenConfig,
         *,
+        router: ShardRouter | None = None,
         priority: PriorityPolicy | None = None,
         host_quality: HostQualityCache | None = None,
         clock: CrawlClock | None = None,
@@ -140,14 +160,25 @@ class FrontierScheduler(BaseScheduler):
         self.domains = RegisteredDomains()
         self.provider = provider
         self.stats = stats
-        self.keys = FrontierKeys(config.crawl_id)
+        self.router = router or ShardRouter(config.crawl_id)
+        self.keys = self.router.crawl_keys
+        shards = self.router.count
         self.politeness = PolitenessPolicy(config.min_delay, config.delay_factor, config.max_delay)
         self.levels = PriorityLevels(config.levels)
-        self.frontier: RedisFrontier | None = None
+        self.frontiers: list[RedisFrontier] = []
         self.codec: RequestCodec | None = None
         self._local_seen = BoundedSet(config.local_seen_size)
-        self._enqueues: list[EnqueueEntry] = []
-        self._completions: list[Completion] = []
+        #: Per shard (only shards with something to send): enqueues, acks, sitemap touches.
+        self._enqueues: dict[int, list[EnqueueEntry]] = {}
+        self._completions: dict[int, list[Completion]] = {}
+        self._touches: dict[int, list[Touch]] = {}
+        #: Per shard: when to ask it for URLs next (s), and its queued + leased URLs.
+        self._shard_next = [0.0] * shards
+        self._shard_pending = [0] * shards
+        self._shard_due_now = [0] * shards
+        self._shard_next_due = [0] * shards
+        self._shard_synced = [False] * shards
+        self._turn = 0
         self._buffer: deque[tuple[Request, Handout]] = deque()
         self._handed: dict[Request, Handout] = {}
         self._inprogress: set[Request] = set()
@@ -161,7 +192,6 @@ class FrontierScheduler(BaseScheduler):
         self._global_pending = 0
         self._next_ready_at = 0.0
         self._last_renew = 0.0
-        self._touches: list[Touch] = []
         #: Revisits due now but not yet drained, and the earliest due time (crawl-clock ms).
         self._due_now = 0
         self._next_due_ms = 0
@@ -176,6 +206,7 @@ class FrontierScheduler(BaseScheduler):
         return cls(
             crawler, config, RedisProvider.for_crawler(crawler), crawler.stats, BackoffPolicy.from_settings(settings),
             UrlFilter(FilterConfig.from_settings(settings)), SeenConfig.from_settings(settings),
+            router=ShardRouter.from_settings(settings, config.crawl_id),
             priority=PriorityPolicy.from_settings(settings),
             host_quality=HostQualityCache.for_crawler(crawler),
             clock=CrawlClock.from_settings(settings),
@@ -193,10 +224,18 @@ class FrontierScheduler(BaseScheduler):
         if spider_mode is not None:
             self.mode = RecrawlMode.parse(spider_mode, "mode (spider argument)")
         client = await self.provider.client()
-        self.frontier = RedisFrontier(client, self.keys, self.config, self.backoff, self.seen)
-        self.codec = RequestCodec(spider)
-        await self.frontier.prepare()
         await self._check_crawl_metadata(client)
+        count = self.router.count
+        seen = self.seen if count == 1 else SeenConfig.sized(
+            max(self.seen.expected_urls // count, 1000), self.seen.false_positive_rate
+        )
+        config = self.config if count == 1 else replace(
+            self.config, active_hosts=max(2, -(-self.config.active_hosts // count))
+        )
+        self.frontiers = [RedisFrontier(client, keys, config, self.backoff, seen) for keys in self.router.keys]
+        self.codec = RequestCodec(spider)
+        for frontier in self.frontiers:
+            await frontier.prepare()
         engine = self.crawler.engine
         slot = getattr(engine, "_slot", None)
         if slot is None or not hasattr(slot, "inprogress") or not hasattr(slot, "nextcall"):
@@ -212,10 +251,10 @@ class FrontierScheduler(BaseScheduler):
         self._wake = asyncio.Event()
         self._pump_task = asyncio.ensure_future(self._pump())
         logger.info(
-            "Frontier %r open on %s: min delay %.3g s, delay factor %.3g, %d priority levels %s, "
+            "Frontier %r open on %s: %d shard%s, min delay %.3g s, delay factor %.3g, %d priority levels %s, "
             "%d active hosts, lease %.0f s, %s mode",
-            self.config.crawl_id, self.provider.url, self.config.min_delay, self.config.delay_factor,
-            self.config.levels, list(self.config.queue_weights), self.config.active_hosts,
+            self.config.crawl_id, self.provider.url, count, "" if count == 1 else "s", self.config.min_delay,
+            self.config.delay_factor, self.config.levels, list(self.config.queue_weights), self.config.active_hosts,
             self.config.lease_timeout, self.mode.value,
         )
 
@@ -223,6 +262,14 @@ class FrontierScheduler(BaseScheduler):
         key = self.keys.crawl_key("meta")
         await client.hsetnx(key, "normalization_version", NORMALIZATION_VERSION)
         await client.hsetnx(key, "created", int(time.time()))
+        await client.hsetnx(key, "shards", self.router.count)
+        shards = int(await client.hget(key, "shards"))
+        if shards != self.router.count:
+            raise ConfigurationError(
+                "FRONTIER_SHARDS",
+                f"crawl {self.config.crawl_id!r} has {shards} frontier shards, this worker is configured for "
+                f"{self.router.count}; the number of shards is fixed for the life of a crawl",
+            )
         stored = int(await client.hget(key, "normalization_version"))
         if stored != NORMALIZATION_VERSION:
             raise ConfigurationError(
@@ -242,37 +289,46 @@ class FrontierScheduler(BaseScheduler):
                 await self._pump_task
         if self._timer is not None:
             self._timer.cancel()
-        if self.frontier is None:
+        if not self.frontiers:
             return
         self._collect_completions()
-        releases = [handout.lease.member for _, handout in self._buffer]
+        releases: dict[int, list[bytes]] = {}
+        for _, handout in self._buffer:
+            releases.setdefault(handout.lease.shard, []).append(handout.lease.member)
         self._buffer.clear()
         unfinished = len(self._handed)
         for attempt in range(3):
+            now_ms = int(time.time() * 1000)
+            crawl_now_ms = int(self.clock.now() * 1000)
+            shards = set(self._enqueues) | set(self._completions) | set(self._touches) | set(releases)
             try:
-                result = await self.frontier.step(
-                    enqueues=self._enqueues,
-                    completions=self._completions,
-                    releases=releases,
-                    now_ms=int(time.time() * 1000),
-                    touches=self._touches,
-                    crawl_now_ms=int(self.clock.now() * 1000),
-                )
+                for shard in sorted(shards):
+                    result = await self.frontiers[shard].step(
+                        enqueues=self._enqueues.get(shard),
+                        completions=self._completions.get(shard),
+                        releases=releases.get(shard),
+                        now_ms=now_ms,
+                        touches=self._touches.get(shard),
+                        crawl_now_ms=crawl_now_ms,
+                    )
+                    self._record(result)
+                    self.stats.inc_value("frontier/released", result.released)
+                    for pending in (self._enqueues, self._completions, self._touches, releases):
+                        pending.pop(shard, None)
             except _REDIS_DOWN as exc:
                 logger.warning("Frontier close: Redis unreachable (%s), attempt %d of 3", exc, attempt + 1)
                 await asyncio.sleep(1.0 + attempt * 2)
                 continue
-            self._record(result)
-            self.stats.inc_value("frontier/released", result.released)
-            self._enqueues, self._completions, self._touches = [], [], []
             break
         else:
             logger.error(
                 "Frontier close: could not reach Redis; %d enqueues and %d acks not written. "
                 "Their leases expire in %.0f s and the URLs are fetched again, so nothing is lost.",
-                len(self._enqueues), len(self._completions), self.config.lease_timeout,
+                sum(map(len, self._enqueues.values())), sum(map(len, self._completions.values())),
+                self.config.lease_timeout,
             )
-        await self.frontier.close()
+        for frontier in self.frontiers:
+            await frontier.close()
         if unfinished:
             logger.warning("Frontier close: %d requests were still in flight; their leases will expire", unfinished)
         if not self.stats.get_value("frontier/claimed") and not self.stats.get_value("frontier/enqueued"):
@@ -321,7 +377,7 @@ class FrontierScheduler(BaseScheduler):
         if not request.dont_filter and fingerprint in self._local_seen:
             self.stats.inc_value("frontier/duplicate/local")
             return False
-        assert self.codec is not None and self.frontier is not None, "enqueue_request() before open()"
+        assert self.codec is not None and self.frontiers, "enqueue_request() before open()"
         if normalized != request.url:
             request = request.replace(url=normalized, meta={**request.meta, "verbatim_url": True})
         try:
@@ -336,14 +392,15 @@ class FrontierScheduler(BaseScheduler):
         self._local_seen.add(fingerprint)
         flags = (DONT_FILTER if request.dont_filter else 0) | (EXACT_ONLY if request.meta.get(EXACT_SEEN_META) else 0)
         score = self._score(host, meta.get("depth", 0), meta)
-        self._enqueues.append(
-            self.frontier.entry(
+        if not self._enqueues:
+            self._poke()
+        shard = self.router.shard_of(host)
+        self._enqueues.setdefault(shard, []).append(
+            self.frontiers[shard].entry(
                 fingerprint, host, self.domains(host), self.levels.level(request.priority + score), encoded.blob,
                 flags,
             )
         )
-        if len(self._enqueues) == 1:
-            self._poke()
         return True
 
     def enqueue_urls(
@@ -366,11 +423,15 @@ class FrontierScheduler(BaseScheduler):
         is ``{"depth": depth}`` plus ``meta``. ``exact_seen`` skips the Bloom
         filter (sitemap URLs: the exact store alone decides).
         """
-        assert self.codec is not None and self.frontier is not None, "enqueue_urls() before open()"
+        assert self.codec is not None and self.frontiers, "enqueue_urls() before open()"
         local_seen = self._local_seen
         inc = self.stats.inc_value
         check = self.url_filter.check
-        entry = self.frontier.entry
+        entry = self.frontiers[0].entry  # the same for every shard but for the seen set's size
+        sharded = self.router.count > 1
+        shard_of = self.router.shard_of
+        enqueues = self._enqueues
+        touches = self._touches
         request_meta = {"depth": depth, **(meta or {})}
         flags = EXACT_ONLY if exact_seen else 0
         by_extension = not (request_meta.get(SITEMAP_META) or request_meta.get(EXPECTED_TYPES_META))
@@ -384,9 +445,10 @@ class FrontierScheduler(BaseScheduler):
                 inc(f"urls/dropped/{dropped.reason}")
                 continue
             fingerprint = url_fingerprint(normalized)
+            shard = shard_of(host) if sharded else 0
             if lastmod is not None:
                 # Known and fetched before the lastmod: the revisit becomes due (lua/touch.lua).
-                self._touches.append(Touch(fingerprint[:8].hex(), host, int(lastmod)))
+                touches.setdefault(shard, []).append(Touch(fingerprint[:8].hex(), host, int(lastmod)))
             if fingerprint in local_seen:
                 inc("frontier/duplicate/local")
                 continue
@@ -395,9 +457,11 @@ class FrontierScheduler(BaseScheduler):
             if level is None:
                 level = levels[host] = self.levels.level(priority + self._score(host, depth, request_meta))
             blob = self.codec.encode_link(normalized, callback, request_meta, priority)
-            self._enqueues.append(entry(fingerprint, host, self.domains(host), level, blob, flags))
+            if sharded:
+                entry = self.frontiers[shard].entry
+            enqueues.setdefault(shard, []).append(entry(fingerprint, host, self.domains(host), level, blob, flags))
             sent += 1
-        if sent or self._touches:
+        if sent or touches:
             self._poke()
         return sent
 
@@ -446,8 +510,10 @@ class FrontierScheduler(BaseScheduler):
         if not finished:
             return
         now = time.time()
+        completions = self._completions
         for request in finished:
-            self._completions.append(self._completion(request, self._handed.pop(request), now))
+            completion = self._completion(request, self._handed.pop(request), now)
+            completions.setdefault(completion.shard, []).append(completion)
         self._poke()
 
     def _completion(self, request: Request, handout: Handout, now: float) -> Completion:
@@ -457,7 +523,8 @@ class FrontierScheduler(BaseScheduler):
         next_allowed = self.politeness.next_allowed_ms(now, duration)
         outcome = handout.outcome
         if outcome is None or outcome.action is LeaseAction.DONE:
-            return Completion(handout.lease.member, next_allowed, int(now * 1000), host_signal=handout.host_signal)
+            return Completion(handout.lease.member, next_allowed, int(now * 1000), host_signal=handout.host_signal,
+                              shard=handout.lease.shard)
         blob = b""
         if outcome.meta_updates:
             assert self.codec is not None
@@ -482,6 +549,7 @@ class FrontierScheduler(BaseScheduler):
             error=outcome.error,
             message=outcome.message,
             metadata_field=url_fingerprint(request.url)[:8] if outcome.action is LeaseAction.DEAD else b"",
+            shard=handout.lease.shard,
         )
 
     def _poke(self) -> None:
@@ -548,14 +616,16 @@ class FrontierScheduler(BaseScheduler):
         return self.config.concurrency - len(self._handed) - len(self._buffer)
 
     async def _cycle(self) -> None:
-        assert self.frontier is not None and self.codec is not None
+        assert self.frontiers and self.codec is not None
         self._collect_completions()
-        enqueues, self._enqueues = self._enqueues, []
-        completions, self._completions = self._completions, []
+        enqueues, self._enqueues = self._enqueues, {}
+        completions, self._completions = self._completions, {}
+        touches, self._touches = self._touches, {}
         now = time.time()
-        renew = None
+        renew: dict[int, list[bytes]] = {}
         if now - self._last_renew >= self.config.lease_timeout / 3:
-            renew = [h.lease.member for h in self._handed.values()] + [h.lease.member for _, h in self._buffer]
+            for handout in [*self._handed.values(), *(h for _, h in self._buffer)]:
+                renew.setdefault(handout.lease.shard, []).append(handout.lease.member)
             self._last_renew = now
         capacity = self._capacity()
         crawl_now_ms = int(self.clock.now() * 1000)
@@ -563,56 +633,123 @@ class FrontierScheduler(BaseScheduler):
         if capacity > 0 and (crawl_now_ms >= self._next_due_ms or now - self._last_drain >= self.drain_interval):
             drain_at = crawl_now_ms
             self._last_drain = now
-        touches, self._touches = self._touches, []
-        self._step_running = True
-        try:
-            result = await self.frontier.step(
-                enqueues=enqueues,
-                completions=completions,
-                renew=renew,
-                claim=capacity if capacity > 0 else None,
-                now_ms=int(now * 1000),
+        claims = self._claims(capacity, now, enqueues)
+        shards = set(enqueues) | set(completions) | set(touches) | set(renew) | set(claims)
+        if drain_at is not None:
+            shards = set(range(self.router.count))
+        now_ms = int(now * 1000)
+
+        async def step(shard: int) -> StepResult:
+            return await self.frontiers[shard].step(
+                enqueues=enqueues.get(shard),
+                completions=completions.get(shard),
+                renew=renew.get(shard),
+                claim=claims.get(shard),
+                now_ms=now_ms,
                 drain_at_ms=drain_at,
-                touches=touches,
+                touches=touches.get(shard),
                 crawl_now_ms=crawl_now_ms,
             )
-        except BaseException:
-            # Nothing is dropped: the batches go back in front of what came since.
-            self._enqueues = enqueues + self._enqueues
-            self._completions = completions + self._completions
-            self._touches = touches + self._touches
-            raise
+
+        self._step_running = True
+        try:
+            if len(shards) == 1:
+                (only,) = shards
+                outcomes: list[StepResult | BaseException] = [await self._guard(step(only))]
+            else:
+                outcomes = list(await asyncio.gather(*(step(shard) for shard in shards), return_exceptions=True))
         finally:
             self._step_running = False
-        self._record(result)
-        self.stats.inc_value("frontier/round_trips")
-        drain = result.drain
-        if drain is not None:
-            self._due_now = drain.due_now
-            self._next_due_ms = drain.next_due_ms if drain.next_due_ms is not None else _NEVER_MS
-        claim = result.claim
-        if claim is not None:
-            self._synced = True
-            self._global_pending = claim.queued + claim.leased
-            next_at = [t for t in (claim.next_ready_ms, claim.next_expiry_ms) if t is not None]
-            # With no ready host and no lease anywhere, only another worker's
-            # enqueue can create work: look again after the idle poll.
-            self._next_ready_at = min(next_at) / 1000.0 if next_at else now + self.config.idle_poll
-            for lease, blob in claim.claimed:
-                try:
-                    request = self.codec.decode(blob)
-                except CodecError as exc:
-                    self.stats.inc_value("frontier/dropped/undecodable")
-                    logger.error("Frontier dropped stored request %d of %s: %s", lease.request_id, lease.host, exc)
-                    now_ms = int(time.time() * 1000)
-                    self._completions.append(Completion(lease.member, now_ms, now_ms))
-                    continue
-                handout = Handout(lease)
-                request.meta[LEASE_META] = handout
-                self._buffer.append((request, handout))
+        failure: BaseException | None = None
+        for shard, outcome in zip(shards, outcomes):
+            if isinstance(outcome, BaseException):
+                # Nothing is dropped: the shard's batches go back in front of what came since.
+                _requeue(enqueues, self._enqueues, shard)
+                _requeue(completions, self._completions, shard)
+                _requeue(touches, self._touches, shard)
+                failure = failure or outcome
+                continue
+            self._absorb(shard, outcome, now)
+        self.stats.inc_value("frontier/round_trips", len(shards))
         if self._buffer or not self.has_pending_requests():
             # New requests to hand out, or the crawl may be over: the engine looks.
             self._wake_engine()
+        if failure is not None:
+            raise failure
+
+    @staticmethod
+    async def _guard(step: Coroutine[Any, Any, StepResult]) -> StepResult | BaseException:
+        try:
+            return await step
+        except Exception as exc:
+            return exc
+
+    def _claims(self, capacity: int, now: float, enqueues: dict[int, list[EnqueueEntry]]) -> dict[int, int]:
+        """How many URLs to claim from which shard (0: only expire leases, refill and report).
+
+        A shard is asked when its next host is due by what this worker last
+        heard, when it was just sent URLs (new hosts may be ready at once),
+        and at least every ``FRONTIER_IDLE_POLL`` (other workers' URLs). The
+        free slots are shared among the shards asked, starting with a
+        different one each cycle so none is starved.
+        """
+        count = self.router.count
+        if count == 1:
+            return {0: capacity} if capacity > 0 else {}
+        if capacity <= 0:
+            return {}
+        due = [shard for shard in range(count) if self._shard_next[shard] <= now or shard in enqueues]
+        if not due:
+            return {}
+        start = self._turn % len(due)
+        self._turn += 1
+        share = -(-capacity // len(due))
+        claims: dict[int, int] = {}
+        left = capacity
+        for shard in due[start:] + due[:start]:
+            take = min(share, left)
+            claims[shard] = take
+            left -= take
+        return claims
+
+    def _absorb(self, shard: int, result: StepResult, now: float) -> None:
+        """Take in one shard's step result: counts, timings, claimed requests."""
+        assert self.codec is not None
+        self._record(result)
+        drain = result.drain
+        if drain is not None:
+            self._shard_due_now[shard] = drain.due_now
+            self._shard_next_due[shard] = drain.next_due_ms if drain.next_due_ms is not None else _NEVER_MS
+            self._due_now = sum(self._shard_due_now)
+            self._next_due_ms = min(self._shard_next_due)
+        claim = result.claim
+        if claim is None:
+            return
+        self._shard_pending[shard] = claim.queued + claim.leased
+        self._global_pending = sum(self._shard_pending)
+        self._shard_synced[shard] = True
+        self._synced = all(self._shard_synced)
+        next_at = [t / 1000.0 for t in (claim.next_ready_ms, claim.next_expiry_ms) if t is not None]
+        # With no ready host and no lease anywhere, only another worker's
+        # enqueue can create work: look again after the idle poll (a sharded
+        # frontier looks at every shard that often in any case).
+        poll_at = now + self.config.idle_poll
+        self._shard_next[shard] = min(next_at) if next_at else poll_at
+        if self.router.count > 1:
+            self._shard_next[shard] = min(self._shard_next[shard], poll_at)
+        self._next_ready_at = min(self._shard_next)
+        for lease, blob in claim.claimed:
+            try:
+                request = self.codec.decode(blob)
+            except CodecError as exc:
+                self.stats.inc_value("frontier/dropped/undecodable")
+                logger.error("Frontier dropped stored request %d of %s: %s", lease.request_id, lease.host, exc)
+                now_ms = int(time.time() * 1000)
+                self._completions.setdefault(shard, []).append(Completion(lease.member, now_ms, now_ms, shard=shard))
+                continue
+            handout = Handout(lease)
+            request.meta[LEASE_META] = handout
+            self._buffer.append((request, handout))
 
     def _record(self, result: StepResult) -> None:
         inc = self.stats.inc_value

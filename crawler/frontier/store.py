@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, NamedTuple
 
-from redis.asyncio import Redis
 from redis.exceptions import NoScriptError, ResponseError
 
 from crawler.frontier.config import FrontierConfig
@@ -37,6 +36,7 @@ from crawler.frontier.keys import FrontierKeys
 from crawler.frontier.outcome import HostSignal, LeaseAction
 from crawler.frontier.seen import SeenConfig
 from crawler.politeness.backoff import BackoffPolicy
+from crawler.redisconn.link import AnyRedis, KeyConnection, is_slot_error
 from crawler.redisconn.resp import command
 from crawler.urls.fingerprint import bloom_positions, exact_key
 
@@ -76,11 +76,13 @@ class Lease:
     level: int
     request_id: int
     host: str
+    #: The frontier shard the lease was claimed from (its ack goes there).
+    shard: int = 0
 
     @classmethod
-    def from_member(cls, member: bytes) -> Lease:
+    def from_member(cls, member: bytes, shard: int = 0) -> Lease:
         _leaseno, level, request_id, host = member.decode("utf-8", "surrogateescape").split(" ", 3)
-        return cls(member, int(level), int(request_id), host)
+        return cls(member, int(level), int(request_id), host, shard)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +103,8 @@ class Completion:
     message: str = ""
     #: The URL's field in the URL metadata store, to mark a dead letter dead there.
     metadata_field: bytes = b""
+    #: The frontier shard of the lease (see :class:`Lease`).
+    shard: int = 0
 
 
 @dataclass(frozen=True)
@@ -186,7 +190,7 @@ class RedisFrontier:
 
     def __init__(
         self,
-        client: Redis,
+        client: AnyRedis,
         keys: FrontierKeys,
         config: FrontierConfig,
         backoff: BackoffPolicy | None = None,
@@ -207,8 +211,9 @@ class RedisFrontier:
         self._sources = {name: load_script_source(name) for name in SCRIPT_NAMES}
         self._shas = {name: hashlib.sha1(src.encode()).hexdigest() for name, src in self._sources.items()}
         self._weights = list(config.queue_weights)
-        #: The connection steps are sent on (one step at a time; see begin_step).
-        self._connection: Any = None
+        #: The connection steps are sent on (one step at a time; see begin_step):
+        #: to the server, or the cluster node, that holds this shard's slot.
+        self._link = KeyConnection(client, keys.leases)
 
     async def prepare(self) -> None:
         """Load the scripts and allocate the Bloom filter at its full size.
@@ -417,7 +422,7 @@ class RedisFrontier:
             elif kind == "release":
                 released = int(reply)
             elif kind == "claim":
-                claim_result = self._parse_claim(reply)
+                claim_result = self._parse_claim(reply, self.keys.shard)
             elif kind == "drain":
                 drain_result = DrainResult(int(reply[0]), int(reply[1]), _optional_ms(reply[2]), int(reply[3]))
             elif kind == "touch":
@@ -428,18 +433,16 @@ class RedisFrontier:
         )
 
     async def _write(self, commands: list[bytes]) -> None:
-        if self._connection is None:
-            self._connection = await self.client.connection_pool.get_connection()  # type: ignore[no-untyped-call]
+        connection = await self._link.get()
         try:
-            await self._connection.send_packed_command(b"".join(commands), check_health=False)
+            await connection.send_packed_command(b"".join(commands), check_health=False)
         except BaseException:
-            await self._drop_connection()
+            await self._link.drop()
             raise
 
     async def _read(self, count: int) -> list[Any]:
         """Read ``count`` replies in order (an error reply keeps the stream in step)."""
-        connection = self._connection
-        assert connection is not None, "_read() without _write()"
+        connection = await self._link.get()
         replies: list[Any] = []
         failure: ResponseError | None = None
         try:
@@ -450,28 +453,22 @@ class RedisFrontier:
                     replies.append(exc)
                     failure = failure or exc
         except BaseException:
-            await self._drop_connection()
+            await self._link.drop()
             raise
         if failure is not None:
+            if is_slot_error(failure):
+                raise await self._link.moved(failure)
             raise failure
         return replies
 
-    async def _drop_connection(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            await connection.disconnect()
-            await self.client.connection_pool.release(connection)
-
     async def close(self) -> None:
-        """Give the steps' connection back to the pool."""
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            await self.client.connection_pool.release(connection)
+        """Give the steps' connection back."""
+        await self._link.release()
 
     @staticmethod
-    def _parse_claim(reply: list[Any]) -> ClaimResult:
+    def _parse_claim(reply: list[Any], shard: int = 0) -> ClaimResult:
         flat = reply[0]
-        claimed = [(Lease.from_member(flat[i]), flat[i + 1]) for i in range(0, len(flat), 2)]
+        claimed = [(Lease.from_member(flat[i], shard), flat[i + 1]) for i in range(0, len(flat), 2)]
         return ClaimResult(
             claimed=claimed,
             expired=int(reply[1]),

@@ -43,9 +43,8 @@ from crawler.redisconn.batch import BatchedScripts
 from crawler.urls import url_fingerprint
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
-
-    from crawler.frontier.keys import FrontierKeys
+    from crawler.frontier.shards import ShardRouter
+    from crawler.redisconn.link import AnyRedis
 
 RECORD_VERSION = 1
 
@@ -134,7 +133,7 @@ def url_field(url: str) -> bytes:
 
 class UrlMetadataStore:
     def __init__(
-        self, client: Redis, keys: FrontierKeys, change_distance: int = 3, inlink_cells: int = 0,
+        self, client: AnyRedis, router: ShardRouter, change_distance: int = 3, inlink_cells: int = 0,
         repeat_window: int = 0,
     ) -> None:
         # The frontier's shared helpers (the in-link sketch) come first.
@@ -144,14 +143,14 @@ class UrlMetadataStore:
         )
         self.client = client
         self.scripts = BatchedScripts(client, {"urlmeta": source})
-        self.keys = keys
+        self.router = router
         self.change_distance = change_distance
         self.inlink_cells = inlink_cells
         #: Seconds (crawl clock) within which the same status and payload again is a repeat delivery.
         self.repeat_window = repeat_window
 
     def host_key(self, host: str) -> str:
-        return self.keys.key(f"urlmeta:{host}")
+        return self.router.keys_for(host).key(f"urlmeta:{host}")
 
     async def open(self) -> None:
         await self.scripts.load()
@@ -160,10 +159,11 @@ class UrlMetadataStore:
         self, url: str, host: str, record: UrlRecord, *, flags: int = 0, inlink_positions: bytes = b""
     ) -> Observation:
         """Record a fetch; ``inlink_positions`` are the URL's in-link sketch cells (little-endian uint32)."""
+        keys = self.router.keys_for(host)
         reply = await self.scripts.call(
             "urlmeta",
-            [self.host_key(host)],
-            [url_field(url), record.pack(), self.change_distance, self.keys.prefix, host, flags, inlink_positions,
+            [keys.key(f"urlmeta:{host}")],
+            [url_field(url), record.pack(), self.change_distance, keys.prefix, host, flags, inlink_positions,
              self.inlink_cells, self.repeat_window],
         )
         changed, observations, changes, previous, first, inlinks, pages, errors, near, repeat = (int(x) for x in reply)

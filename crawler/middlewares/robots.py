@@ -33,8 +33,8 @@ from urllib.parse import urljoin
 from scrapy import Request, signals
 from scrapy.exceptions import IgnoreRequest, NotConfigured, StopDownload
 
-from crawler.frontier.keys import FrontierKeys
 from crawler.frontier.outcome import HostSignal, Rescheduled, dead_letter, handout_of, reschedule
+from crawler.frontier.shards import ShardRouter
 from crawler.netguard import BlockedAddressError
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
 from crawler.robots.policy import (
@@ -72,7 +72,7 @@ class RobotsTxtMiddleware:
         self.config = config
         self.provider = provider
         self.stats = stats
-        self.keys = FrontierKeys(crawl_id_for(crawler))
+        self.router = ShardRouter.from_settings(crawler.settings, crawl_id_for(crawler))
         self.sitemaps = SitemapSettings.from_settings(crawler.settings)
         self.store: RobotsStore | None = None
         # The body cap needs a look at every chunk, but only of robots.txt
@@ -89,7 +89,7 @@ class RobotsTxtMiddleware:
         return cls(crawler, config, RedisProvider.for_crawler(crawler), crawler.stats)
 
     async def _spider_opened(self) -> None:
-        self.store = RobotsStore(await self.provider.client(), self.keys, self.config)
+        self.store = RobotsStore(await self.provider.client(), self.router, self.config)
 
     def _bytes_received(self, data: bytes, request: Request, spider: Any = None) -> None:
         if ROBOTS_META not in request.meta:

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Self
 from redis.exceptions import RedisError
 from scrapy.exceptions import NotConfigured
 
-from crawler.frontier.keys import FrontierKeys
 from crawler.frontier.seen import SeenConfig
+from crawler.frontier.shards import ShardRouter
 from crawler.items import PageItem
 from crawler.metadata.hostquality import HostQualityCache
 from crawler.metadata.store import PAGE_ERROR, PAGE_NEAR_DUPLICATE, UrlMetadataStore, UrlRecord, UrlState, digest8
@@ -69,7 +69,7 @@ class UrlMetadataPipeline:
     def __init__(
         self,
         provider: RedisProvider,
-        keys: FrontierKeys,
+        router: ShardRouter,
         change_distance: int,
         stats: Any,
         *,
@@ -80,7 +80,7 @@ class UrlMetadataPipeline:
         repeat_window: int = 0,
     ) -> None:
         self.provider = provider
-        self.keys = keys
+        self.router = router
         self.change_distance = change_distance
         self.stats = stats
         self.clock = clock or CrawlClock()
@@ -97,7 +97,7 @@ class UrlMetadataPipeline:
             raise NotConfigured
         return cls(
             RedisProvider.for_crawler(crawler),
-            FrontierKeys(crawl_id_for(crawler)),
+            ShardRouter.from_settings(settings, crawl_id_for(crawler)),
             get_int(settings, "METADATA_CHANGE_DISTANCE", 3, minimum=0),
             crawler.stats,
             clock=CrawlClock.from_settings(settings),
@@ -109,7 +109,7 @@ class UrlMetadataPipeline:
 
     async def open_spider(self) -> None:
         self.store = UrlMetadataStore(
-            await self.provider.client(), self.keys, self.change_distance, self.inlink_cells, self.repeat_window
+            await self.provider.client(), self.router, self.change_distance, self.inlink_cells, self.repeat_window
         )
         await self.store.open()
 

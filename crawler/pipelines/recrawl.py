@@ -31,8 +31,8 @@ from scrapy.exceptions import NotConfigured
 from crawler.frontier.codec import RequestCodec
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.due import DueSchedule, Revisit, due_member
-from crawler.frontier.keys import FrontierKeys
 from crawler.frontier.policy import PriorityLevels
+from crawler.frontier.shards import ShardRouter
 from crawler.items import PageItem
 from crawler.meta import REVISIT_META
 from crawler.metadata.hostquality import HostQualityCache
@@ -88,7 +88,7 @@ class RecrawlPipeline:
         self.clock = clock
         self.levels = levels
         self.provider = RedisProvider.for_crawler(crawler)
-        self.keys = FrontierKeys(crawl_id_for(crawler))
+        self.router = ShardRouter.from_settings(crawler.settings, crawl_id_for(crawler))
         self.host_quality = HostQualityCache.for_crawler(crawler)
         self.sitemaps = SitemapSettings.from_settings(crawler.settings)
         self.schedule: DueSchedule | None = None
@@ -112,7 +112,7 @@ class RecrawlPipeline:
         spider = self.crawler.spider
         assert spider is not None
         self.codec = RequestCodec(spider)
-        self.schedule = DueSchedule(await self.provider.client(), self.keys)
+        self.schedule = DueSchedule(await self.provider.client(), self.router)
         await self.schedule.open()
 
     async def close_spider(self) -> None:

@@ -2,7 +2,8 @@
 
 Item pipelines call a script per item; with many responses in flight, the
 calls made in one turn of the event loop go out in one write on a dedicated
-connection and their replies are handed back in order (RESP pipelining). A
+connection (one per cluster node on a Redis Cluster) and their replies are
+handed back in order (RESP pipelining). A
 connection failure fails every call of the batch (the callers decide what
 that means); a lost script cache is reloaded and the batch sent again.
 """
@@ -11,23 +12,23 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
+from crawler.redisconn.link import AnyRedis, KeyConnection, is_slot_error
 from crawler.redisconn.resp import command
-
-if TYPE_CHECKING:
-    from redis.asyncio import Redis
 
 
 class BatchedScripts:
-    def __init__(self, client: Redis, sources: dict[str, str]) -> None:
+    def __init__(self, client: AnyRedis, sources: dict[str, str]) -> None:
         self.client = client
         self.sources = sources
         self.shas = {name: hashlib.sha1(src.encode()).hexdigest() for name, src in sources.items()}
         self._pending: list[tuple[str, tuple[Any, ...], asyncio.Future[Any]]] = []
-        self._connection: Any = None
+        #: One connection per server (a single Redis: one; a cluster: one per primary used).
+        self._links: dict[str, KeyConnection] = {}
         self._lock = asyncio.Lock()
         self._flushes: set[asyncio.Task[None]] = set()
 
@@ -36,7 +37,10 @@ class BatchedScripts:
             self.shas[name] = await self.client.script_load(source)
 
     def call(self, name: str, keys: list[str], args: list[Any]) -> asyncio.Future[Any]:
-        """Queue a script call; the future resolves with its reply (or its error)."""
+        """Queue a script call; the future resolves with its reply (or its error).
+
+        ``keys[0]`` decides the server on a cluster (all keys share its slot).
+        """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         if not self._pending:
@@ -54,31 +58,62 @@ class BatchedScripts:
             batch, self._pending = self._pending, []
             if not batch:
                 return
-            try:
-                replies = await self._send(batch)
-                if any(isinstance(reply, NoScriptError) for reply in replies):
-                    await self.load()
-                    replies = await self._send(batch)
-            except BaseException as exc:
-                for _, _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
-                if not isinstance(exc, Exception):
-                    raise
-                return
-            for (_, _, future), reply in zip(batch, replies):
-                if future.done():
-                    continue
-                if isinstance(reply, ResponseError):
-                    future.set_exception(reply)
-                else:
-                    future.set_result(reply)
+            groups = self._group(batch)
+            await asyncio.gather(*(self._flush_group(link, calls) for link, calls in groups))
 
-    async def _send(self, batch: list[tuple[str, tuple[Any, ...], asyncio.Future[Any]]]) -> list[Any]:
+    def _group(
+        self, batch: list[tuple[str, tuple[Any, ...], asyncio.Future[Any]]]
+    ) -> list[tuple[KeyConnection, list[tuple[str, tuple[Any, ...], asyncio.Future[Any]]]]]:
+        client = self.client
+        if not isinstance(client, RedisCluster):
+            link = self._links.get("")
+            if link is None:
+                link = self._links[""] = KeyConnection(client, "")
+            return [(link, batch)]
+        groups: dict[str, list[tuple[str, tuple[Any, ...], asyncio.Future[Any]]]] = {}
+        for call in batch:
+            key = str(call[1][1])
+            try:
+                node = client.get_node_from_key(key).name  # type: ignore[union-attr]
+            except Exception:  # no map yet, or a slot without a node: the link finds out
+                node = "?"
+            groups.setdefault(node, []).append(call)
+            if node not in self._links:
+                self._links[node] = KeyConnection(client, key)
+        return [(self._links[node], calls) for node, calls in groups.items()]
+
+    async def _flush_group(
+        self, link: KeyConnection, batch: list[tuple[str, tuple[Any, ...], asyncio.Future[Any]]]
+    ) -> None:
+        try:
+            replies = await self._send(link, batch)
+            if any(isinstance(reply, NoScriptError) for reply in replies):
+                await self.load()
+                replies = await self._send(link, batch)
+            slot_error = next((reply for reply in replies if is_slot_error(reply)), None)
+            if slot_error is not None:
+                self._links.clear()
+                raise await link.moved(slot_error)
+        except BaseException as exc:
+            for _, _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for (_, _, future), reply in zip(batch, replies):
+            if future.done():
+                continue
+            if isinstance(reply, ResponseError):
+                future.set_exception(reply)
+            else:
+                future.set_result(reply)
+
+    async def _send(
+        self, link: KeyConnection, batch: list[tuple[str, tuple[Any, ...], asyncio.Future[Any]]]
+    ) -> list[Any]:
         payload = b"".join(command(b"EVALSHA", self.shas[name], *args) for name, args, _ in batch)
-        if self._connection is None:
-            self._connection = await self.client.connection_pool.get_connection()  # type: ignore[no-untyped-call]
-        connection = self._connection
+        connection = await link.get()
         try:
             await connection.send_packed_command(payload, check_health=False)
             replies: list[Any] = []
@@ -89,12 +124,10 @@ class BatchedScripts:
                     replies.append(exc)
             return replies
         except BaseException:
-            self._connection = None
-            await connection.disconnect()
-            await self.client.connection_pool.release(connection)
+            await link.drop()
             raise
 
     async def close(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            await self.client.connection_pool.release(connection)
+        links, self._links = list(self._links.values()), {}
+        for link in links:
+            await link.release()

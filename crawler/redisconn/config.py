@@ -1,4 +1,12 @@
-"""Where the crawl's Redis is: ``REDIS_URL`` (setting or environment) or an embedded server."""
+"""Where the crawl's Redis is: a server (``REDIS_URL``), a cluster, or an embedded server.
+
+* ``REDIS_URL`` (setting or environment variable): one Redis server.
+* ``REDIS_CLUSTER_NODES`` (setting or environment variable; ``host:port`` pairs
+  separated by commas), or a ``REDIS_URL`` of the form
+  ``redis+cluster://host:port[,host:port...]``: a Redis Cluster, reached
+  through any of these nodes (the client learns the rest).
+* Neither: a private ``redis-server`` started for the crawl (the embedded default).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +21,23 @@ from crawler.exceptions import ConfigurationError
 from crawler.settings_parsing import get_float
 
 _SCHEMES = ("redis", "rediss", "unix")
+CLUSTER_SCHEME = "redis+cluster"
+
+
+def parse_cluster_nodes(text: str, setting: str) -> tuple[tuple[str, int], ...]:
+    """``host:port,host:port`` -> ((host, port), ...); a clear error naming ``setting`` otherwise."""
+    nodes = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        host, sep, port = part.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigurationError(setting, f"{part!r} is not host:port")
+        nodes.append((host.strip("[]"), int(port)))
+    if not nodes:
+        raise ConfigurationError(setting, "names no cluster node (expected host:port,host:port)")
+    return tuple(nodes)
 
 
 @dataclass(frozen=True)
@@ -25,17 +50,30 @@ class RedisConfig:
     server_binary: str
     #: Seconds to wait for a connection (and for the embedded server to start).
     connect_timeout: float
+    #: Nodes of a Redis Cluster to start from (empty: not a cluster).
+    cluster_nodes: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, crawl_id: str) -> RedisConfig:
         url = settings.get("REDIS_URL") or os.environ.get("REDIS_URL") or None
-        if url is not None:
+        cluster_nodes: tuple[tuple[str, int], ...] = ()
+        nodes_text = settings.get("REDIS_CLUSTER_NODES") or os.environ.get("REDIS_CLUSTER_NODES") or None
+        if url is not None and str(url).startswith(CLUSTER_SCHEME + "://"):
+            cluster_nodes = parse_cluster_nodes(str(url)[len(CLUSTER_SCHEME) + 3 :].split("/", 1)[0], "REDIS_URL")
+        elif nodes_text is not None:
+            if url is not None:
+                raise ConfigurationError("REDIS_CLUSTER_NODES", "set either REDIS_URL or REDIS_CLUSTER_NODES, not both")
+            cluster_nodes = parse_cluster_nodes(str(nodes_text), "REDIS_CLUSTER_NODES")
+        if cluster_nodes:
+            url = f"{CLUSTER_SCHEME}://" + ",".join(f"{host}:{port}" for host, port in cluster_nodes)
+        elif url is not None:
             url = str(url)
             scheme = urlsplit(url).scheme
             if scheme not in _SCHEMES:
                 raise ConfigurationError(
                     "REDIS_URL",
-                    f"{url!r} is not a Redis URL (expected redis://host:port/db, rediss://... or unix:///path)",
+                    f"{url!r} is not a Redis URL (expected redis://host:port/db, rediss://..., unix:///path "
+                    "or redis+cluster://host:port,host:port)",
                 )
             parts = urlsplit(url)
             try:
@@ -53,6 +91,7 @@ class RedisConfig:
             embedded_dir=embedded_dir,
             server_binary=str(settings.get("REDIS_SERVER_BINARY") or "redis-server"),
             connect_timeout=get_float(settings, "REDIS_CONNECT_TIMEOUT", 10.0, minimum=0.1),
+            cluster_nodes=cluster_nodes,
         )
 
     def describe(self) -> str:

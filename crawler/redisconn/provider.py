@@ -16,6 +16,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -24,6 +25,7 @@ from scrapy import signals
 from crawler.exceptions import FrontierUnavailableError
 from crawler.redisconn.config import RedisConfig
 from crawler.redisconn.embedded import EmbeddedRedisServer
+from crawler.redisconn.link import AnyRedis
 from crawler.redisconn.outage import OutagePolicy
 
 if TYPE_CHECKING:
@@ -46,7 +48,7 @@ class RedisProvider:
         #: How components wait out a Redis outage (``REDIS_OUTAGE_TIMEOUT``...).
         self.outage = outage or OutagePolicy()
         self.embedded: EmbeddedRedisServer | None = None
-        self._client: Redis | None = None
+        self._client: AnyRedis | None = None
         self._lock = asyncio.Lock()
 
     @classmethod
@@ -69,15 +71,34 @@ class RedisProvider:
             return self.embedded.url
         return "(embedded, not started)"
 
-    async def client(self) -> Redis:
+    @property
+    def cluster(self) -> bool:
+        return bool(self.config.cluster_nodes)
+
+    async def client(self) -> AnyRedis:
         """The shared client, connected and answering PING."""
         async with self._lock:
             if self._client is None:
                 self._client = await self._connect()
             return self._client
 
-    async def _connect(self) -> Redis:
+    async def _connect(self) -> AnyRedis:
         url = self.config.url
+        client: AnyRedis
+        if self.config.cluster_nodes:
+            client = RedisCluster(
+                startup_nodes=[ClusterNode(host, port) for host, port in self.config.cluster_nodes],
+                decode_responses=False,
+                socket_connect_timeout=self.config.connect_timeout,
+            )
+            try:
+                await client.initialize()
+                await client.ping()
+            except (RedisError, OSError) as exc:
+                await client.aclose()
+                raise FrontierUnavailableError(f"cannot reach the Redis Cluster at {url}: {exc}") from None
+            logger.info("Frontier Redis Cluster: %s (%d primaries)", url, len(client.get_primaries()))
+            return client
         if url is None:
             self.embedded = EmbeddedRedisServer(
                 self.config.embedded_dir, self.config.server_binary, self.config.connect_timeout

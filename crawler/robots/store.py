@@ -20,23 +20,30 @@ from typing import TYPE_CHECKING
 from crawler.robots.policy import RobotsConfig, RobotsRecord, RobotsRules
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
+    from crawler.frontier.shards import ShardRouter
+    from crawler.redisconn.link import AnyRedis
 
-    from crawler.frontier.keys import FrontierKeys
+
+def _origin_host(origin: str) -> str:
+    """The host of ``scheme://host[:port]`` (brackets kept for IPv6), as the frontier names it."""
+    rest = origin.partition("://")[2]
+    if rest.startswith("["):
+        return rest[: rest.index("]") + 1]
+    return rest.partition(":")[0]
 
 
 class RobotsStore:
-    def __init__(self, client: Redis, keys: FrontierKeys, config: RobotsConfig) -> None:
+    def __init__(self, client: AnyRedis, router: ShardRouter, config: RobotsConfig) -> None:
         self.client = client
-        self.keys = keys
+        self.router = router
         self.config = config
         self._local: OrderedDict[str, RobotsRules] = OrderedDict()
 
     def record_key(self, origin: str) -> str:
-        return self.keys.key(f"robots:{origin}")
+        return self.router.keys_for(_origin_host(origin)).key(f"robots:{origin}")
 
     def sitemaps_key(self, host: str) -> str:
-        return self.keys.key(f"sitemaps:{host}")
+        return self.router.keys_for(host).key(f"sitemaps:{host}")
 
     def local(self, origin: str, now: float) -> RobotsRules | None:
         rules = self._local.get(origin)
@@ -75,9 +82,9 @@ class RobotsStore:
         pipe.set(self.record_key(origin), record.encode(), px=int(keep_for * 1000))
         delay, capped = rules.crawl_delay(self.config.max_crawl_delay)
         if delay is not None:
-            pipe.hset(self.keys.host_delay, host, int(delay * 1000))
+            pipe.hset(self.router.keys_for(host).host_delay, host, int(delay * 1000))
         elif record.state is not record.state.UNREACHABLE:
-            pipe.hdel(self.keys.host_delay, host)
+            pipe.hdel(self.router.keys_for(host).host_delay, host)
         sitemaps = rules.sitemaps(self.config.max_sitemaps)
         if sitemaps:
             pipe.sadd(self.sitemaps_key(host), *sitemaps)

@@ -1,0 +1,77 @@
+"""Frontier shards: which part of the frontier a host lives in.
+
+The frontier is split into ``FRONTIER_SHARDS`` shards, a number fixed for the
+life of a crawl (recorded in the crawl's metadata; a worker configured with
+another number refuses to start). Each shard is a complete Mercator frontier
+of its own (front queues, back queues, ready heap, leases, seen set, budgets,
+due set, robots.txt cache, URL metadata) under one hash tag,
+``{<crawl id>.<shard>}``, so on a Redis Cluster every key of a shard is in one
+hash slot and every Lua script runs on one node.
+
+A host belongs to shard ``crc32(registered domain) mod FRONTIER_SHARDS``: all
+hosts of a registered domain share a shard, so the per-domain page budget is
+one counter checked inside the enqueue script, and a host's politeness state
+is in exactly one place. Shards are mapped to cluster nodes by Redis itself
+(hash slots): adding a node and moving slots to it (``redis-cli --cluster
+rebalance``) moves whole shards, and no host ever changes shard, so nothing
+is re-hashed or copied by the crawler. Use several shards per primary (the
+default on a cluster is 16) so that slots can be balanced.
+
+The default is 1 shard on a single Redis (sharding buys nothing there) and
+16 on a cluster.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+
+from scrapy.settings import BaseSettings
+
+from crawler.exceptions import ConfigurationError
+from crawler.frontier.keys import FrontierKeys
+from crawler.redisconn.config import RedisConfig
+from crawler.settings_parsing import get_int
+from crawler.urls.domains import RegisteredDomains
+
+#: Shards on a cluster unless FRONTIER_SHARDS says otherwise.
+CLUSTER_DEFAULT_SHARDS = 16
+MAX_SHARDS = 1024
+
+
+def shard_count(settings: BaseSettings, crawl_id: str) -> int:
+    """``FRONTIER_SHARDS``, or the default for the configured Redis (1; 16 on a cluster)."""
+    default = CLUSTER_DEFAULT_SHARDS if RedisConfig.from_settings(settings, crawl_id).cluster_nodes else 1
+    count = get_int(settings, "FRONTIER_SHARDS", default, minimum=1)
+    if count > MAX_SHARDS:
+        raise ConfigurationError("FRONTIER_SHARDS", f"at most {MAX_SHARDS}, got {count}")
+    return count
+
+
+class ShardRouter:
+    """Host -> shard, and each shard's keys."""
+
+    def __init__(self, crawl_id: str, count: int = 1, domain_of: Callable[[str], str] | None = None) -> None:
+        if count < 1:
+            raise ConfigurationError("FRONTIER_SHARDS", f"at least 1, got {count}")
+        self.crawl_id = crawl_id
+        self.count = count
+        self.keys = [FrontierKeys(crawl_id, shard) for shard in range(count)]
+        self._domain_of = domain_of or RegisteredDomains()
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings, crawl_id: str) -> ShardRouter:
+        return cls(crawl_id, shard_count(settings, crawl_id))
+
+    def shard_of(self, host: str) -> int:
+        if self.count == 1:
+            return 0
+        return zlib.crc32(self._domain_of(host).encode("utf-8", "surrogateescape")) % self.count
+
+    def keys_for(self, host: str) -> FrontierKeys:
+        return self.keys[self.shard_of(host)]
+
+    @property
+    def crawl_keys(self) -> FrontierKeys:
+        """Keys of the whole crawl (:meth:`FrontierKeys.crawl_key`) and of shard 0."""
+        return self.keys[0]

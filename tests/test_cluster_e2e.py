@@ -1,0 +1,100 @@
+"""The frontier on a real 3-primary Redis Cluster, and sharded on a single Redis.
+
+Every guarantee of the single-server crawl is checked the same way, from the
+mock web's request log: every reachable page fetched exactly once, one
+request per host at a time, no gap shorter than the politeness delay.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from crawler.frontier.keys import FrontierKeys
+from crawler.frontier.shards import ShardRouter
+from tests.conftest import ROOT, RedisClusterServers, RedisServer, crawl_command, crawl_env
+from tests.support.mockweb import WebSpec, host_ip, politeness
+from tests.test_crawl_e2e import fetched_pages
+
+SPEC = WebSpec(hosts=40, sizes="uniform:8", fanout=3, nav=2, cross=2, latency_ms=(10, 30))
+SEEDS = range(0, 40, 2)
+
+
+def crawl_with_two_workers(web: Any, settings: dict[str, object]) -> list[str]:
+    seeds = ",".join(web.url(h) for h in SEEDS)
+    base = {"FRONTIER_MIN_DELAY": 0.1, "FRONTIER_DELAY_FACTOR": 1, "CONCURRENT_REQUESTS": 8,
+            "FRONTIER_IDLE_POLL": 0.2, **settings}
+    command = crawl_command("-a", f"urls={seeds}", settings=base)
+    workers = [
+        subprocess.Popen(command, cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True)
+        for _ in range(2)
+    ]
+    outputs = [worker.communicate(timeout=180)[1] for worker in workers]
+    for worker, stderr in zip(workers, outputs):
+        assert worker.returncode == 0, stderr[-3000:]
+        assert "'finish_reason': 'finished'" in stderr, stderr[-3000:]
+        assert "'frontier/acked': " in stderr, "both workers fetched"
+    return outputs
+
+
+def assert_guarantees(web: Any) -> None:
+    fetched = fetched_pages(web)
+    assert set(fetched) == SPEC.reachable((h, 0) for h in SEEDS)
+    assert max(fetched.values()) == 1
+    report = politeness(web.entries(), min_gap=0.1)
+    assert (report.overlaps, report.short_gaps) == (0, 0)
+
+
+def test_two_workers_on_a_redis_cluster(
+    mockweb_factory: Any, redis_cluster: RedisClusterServers, crawl_id: str, tmp_path: Path
+) -> None:
+    web = mockweb_factory(SPEC)
+    outputs = crawl_with_two_workers(web, {
+        "REDIS_CLUSTER_NODES": redis_cluster.nodes, "FRONTIER_CRAWL_ID": crawl_id, "FRONTIER_SHARDS": 6,
+        "CRAWL_DATA_DIR": tmp_path / "data",
+    })
+    assert "6 shards" in outputs[0]
+    assert_guarantees(web)
+    # The shards really are spread over the primaries, and each host's back
+    # queue, seen set and metadata live in its own shard.
+    router = ShardRouter(crawl_id, 6)
+    cluster = redis.RedisCluster(host="127.0.0.1", port=redis_cluster.ports[0])
+    owners = {cluster.get_node_from_key(keys.leases).port for keys in router.keys}
+    assert len(owners) >= 2, owners
+    host = host_ip(SEEDS[0])
+    assert cluster.hlen(router.keys_for(host).key(f"urlmeta:{host}")) == 8
+    cluster.close()
+
+
+def test_sharded_frontier_on_one_redis(
+    mockweb_factory: Any, redis_server: RedisServer, crawl_id: str, tmp_path: Path
+) -> None:
+    web = mockweb_factory(SPEC)
+    crawl_with_two_workers(web, {
+        "REDIS_URL": redis_server.url, "FRONTIER_CRAWL_ID": crawl_id, "FRONTIER_SHARDS": 4,
+        "CRAWL_DATA_DIR": tmp_path / "data",
+    })
+    assert_guarantees(web)
+    client = redis_server.client()
+    # Every shard got hosts (40 hosts over 4 shards).
+    for shard in range(4):
+        assert int(client.get(FrontierKeys(crawl_id, shard).key("seencount")) or 0) > 0
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"REDIS_CLUSTER_NODES": "nohost"}, "REDIS_CLUSTER_NODES"),
+    ({"REDIS_URL": "redis+cluster://127.0.0.1:notaport"}, "REDIS_URL"),
+    ({"FRONTIER_SHARDS": 0}, "FRONTIER_SHARDS"),
+])
+def test_bad_cluster_configuration_names_the_setting(settings: dict[str, object], message: str, tmp_path: Path) -> None:
+    result = subprocess.run(
+        crawl_command("-a", "urls=http://127.0.0.1:9/", settings={"CRAWL_DATA_DIR": tmp_path, **settings}),
+        cwd=ROOT, env=crawl_env(), capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.startswith("error: ") and message in result.stderr, result.stderr
