@@ -262,6 +262,8 @@ class RedisClusterServers:
                 [
                     binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(node_dir),
                     "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                    # The bus port, given: port + 10000 (the default) may be past 65535.
+                    "--cluster-port", str(free_port()),
                     "--cluster-node-timeout", "5000", "--appendonly", "yes", "--save", "",
                     "--daemonize", "no", "--logfile", str(node_dir / "redis.log"),
                 ],
