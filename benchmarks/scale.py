@@ -7,12 +7,14 @@ Runs, in one invocation:
    crawl time each. On a 2-core machine the workers, the mock web and Redis
    share two cores: the ratios say how the crawler scales when CPU is the
    limit, not how it scales on a fleet.
-2. **Hosts**: pages/s of one worker as the mock web grows from 100 to 10,000
-   to 100,000 hosts (1,000 seed hosts at most; the rest found through links).
+2. **Hosts**: pages/s of one worker as the mock web grows from 100 (of 200
+   pages each) to 10,000 to 100,000 hosts (of 20 pages each); 1,000 seed hosts
+   at most, the rest found through links.
 3. **Claim/ack in Redis**: the frontier's scripts driven directly (no Scrapy,
    no HTTP): a 32-URL claim, then the ack of those URLs, again and again, on
-   frontiers holding 100, 10,000 and 100,000 hosts with 10 queued URLs each
-   (1,000 to 1,000,000 queued URLs). Reports claims + acks per second and
+   frontiers of 100 hosts x 1,000 URLs, 10,000 hosts x 10 URLs and 100,000
+   hosts x 10 URLs (100,000 to 1,000,000 queued URLs), for a fixed time or
+   until half the URLs are claimed. Reports claims + acks per second and
    redis-server CPU per claim+ack: a scan of hosts or URLs anywhere would show
    as a cost growing with the size.
 4. **Memory**: Redis ``used_memory`` per queued URL with 1,000,000 URLs queued
@@ -66,7 +68,8 @@ from crawler.frontier.store import Completion, RedisFrontier  # noqa: E402
 from crawler.urls import url_fingerprint  # noqa: E402
 from tests.support.mockweb import WebSpec, host_ip  # noqa: E402
 
-URLS_PER_HOST = 10
+#: (hosts, queued URLs per host) of the claim/ack runs.
+FRONTIER_SIZES = ((100, 1000), (10_000, 10), (100_000, 10))
 CLAIM = 32
 
 
@@ -117,7 +120,7 @@ def crawl_runs(workdir: Path, seconds: int) -> list[str]:
         finally:
             web.stop()
         for hosts in (100, 10_000, 100_000):
-            spec = WebSpec(hosts=hosts, sizes="uniform:20", fanout=10, nav=20, cross=10, filler_words=600)
+            spec = WebSpec(hosts=hosts, sizes="uniform:200" if hosts < 1000 else "uniform:20", fanout=10, nav=20, cross=10, filler_words=600)
             web = Web(spec, workdir / f"hosts-{hosts}.log")
             try:
                 seeds = workdir / f"hosts-{hosts}-seeds.txt"
@@ -148,14 +151,14 @@ def frontier_config(crawl_id: str) -> FrontierConfig:
     )
 
 
-async def fill(frontier: RedisFrontier, hosts: int) -> float:
-    """Queue URLS_PER_HOST URLs on each of ``hosts`` hosts; returns seconds taken."""
+async def fill(frontier: RedisFrontier, hosts: int, per_host: int) -> float:
+    """Queue ``per_host`` URLs on each of ``hosts`` hosts; returns seconds taken."""
     from scrapy import Spider
 
     codec = RequestCodec(Spider("web"))
     started = time.perf_counter()
     batch = []
-    for page in range(URLS_PER_HOST):
+    for page in range(per_host):
         for host in range(hosts):
             name = f"h{host}.example{host % 997}.test"
             url = f"http://{name}/page/{page}?ref=bench"
@@ -170,13 +173,16 @@ async def fill(frontier: RedisFrontier, hosts: int) -> float:
     return time.perf_counter() - started
 
 
-async def claim_ack(frontier: RedisFrontier, seconds: float, server: psutil.Process) -> tuple[float, float]:
-    """Claim 32, ack them, repeat; returns (claims + acks per second, redis CPU us per claim+ack)."""
+async def claim_ack(
+    frontier: RedisFrontier, seconds: float, server: psutil.Process, limit: int
+) -> tuple[float, float]:
+    """Claim 32, ack them, repeat (at most ``limit`` claims); returns (claims + acks per second,
+    redis CPU us per claim+ack)."""
     completions: list[Completion] = []
     operations = 0
     cpu_before = sum(server.cpu_times()[:2])
     started = time.perf_counter()
-    while time.perf_counter() - started < seconds:
+    while time.perf_counter() - started < seconds and operations < 2 * limit:
         now_ms = int(time.time() * 1000)
         result = await frontier.step(completions=completions, claim=CLAIM, now_ms=now_ms)
         operations += result.acked
@@ -196,19 +202,19 @@ async def frontier_runs(workdir: Path, seconds: float) -> tuple[list[str], int]:
     client = Redis(port=port)
     queued_bytes = 0
     try:
-        for hosts in (100, 10_000, 100_000):
+        for hosts, per_host in FRONTIER_SIZES:
             crawl_id = f"scale-{hosts}"
             config = frontier_config(crawl_id)
-            seen = SeenConfig.sized(max(hosts * URLS_PER_HOST, 1000), 0.01)
+            queued = hosts * per_host
+            seen = SeenConfig.sized(max(queued, 1000), 0.01)
             frontier = RedisFrontier(client, FrontierKeys(crawl_id), config, seen=seen)
             before = used_memory(port)
             await frontier.prepare()
-            took = await fill(frontier, hosts)
-            queued = hosts * URLS_PER_HOST
+            took = await fill(frontier, hosts, per_host)
             memory = used_memory(port) - before
             if queued == 1_000_000:
                 queued_bytes = memory
-            rate, redis_us = await claim_ack(frontier, seconds, server)
+            rate, redis_us = await claim_ack(frontier, seconds, server, queued // 2)
             lines.append(
                 f"{hosts:>7,} hosts, {queued:>9,} queued URLs: {rate:>8,.0f} claims+acks/s, "
                 f"redis-server {redis_us:5.1f} us CPU per claim+ack; filled in {took:.0f} s, "
@@ -245,8 +251,8 @@ def scrapy_redis_bytes(workdir: Path, count: int) -> int:
         before = used_memory(port)
         pipe = server.pipeline(transaction=False)
         index = 0
-        for page in range(URLS_PER_HOST):
-            for host in range(count // URLS_PER_HOST):
+        for page in range(10):
+            for host in range(count // 10):
                 request = Request(f"http://h{host}.example{host % 997}.test/page/{page}?ref=bench",
                                   callback=spider.parse, meta={"depth": 1})
                 pipe.zadd(queue.key, {queue._encode_request(request): -request.priority})

@@ -46,7 +46,7 @@ class FrontierKeys:
 
     @property
     def requests(self) -> str:
-        """HASH request id -> encoded request."""
+        """HASH request id -> encoded request, for URLs in back queues, leased, or dead."""
         return self.key("req")
 
     @property
@@ -100,7 +100,7 @@ class FrontierKeys:
         return self.key("hostq")
 
     def front(self, level: int) -> str:
-        """LIST of ``"<host> <id>"`` entries of one priority level."""
+        """LIST of ``"<host> <id> <encoded request>"`` (or ``"<host> <id>"``) entries of one priority level."""
         return self.key(f"front:{level}")
 
     def back(self, host: str) -> str:

@@ -2,7 +2,10 @@
 
 Layout of one shard (key names in :mod:`crawler.frontier.keys`):
 
-* front queues ``front:<level>``: lists of ``"<host> <id>"``, one per priority level;
+* front queues ``front:<level>``: lists of ``"<host> <id> <encoded request>"``
+  (or ``"<host> <id>"`` when the request is already in ``req``), one per
+  priority level; most queued URLs of a broad crawl wait here, and a list
+  entry costs a few bytes where a hash field costs about 60;
 * back queues ``q:<host>``: one sorted set per host, at most ``active_hosts`` of
   them at once (the ``active`` set);
 * the ready heap ``ready``: one entry per active host that is not in flight,

@@ -74,7 +74,18 @@ while nactive < max_active and moved < refill_limit do
   if not entry then
     break
   end
-  local host, id = string.match(entry, '^(%S+) (%d+)$')
+  -- "<host> <id> <request>" (from enqueue) or "<host> <id>" (the request is
+  -- already in the request hash: drained revisits, revived dead letters).
+  local space = string.find(entry, ' ', 1, true)
+  local host = string.sub(entry, 1, space - 1)
+  local second = string.find(entry, ' ', space + 1, true)
+  local id
+  if second then
+    id = string.sub(entry, space + 1, second - 1)
+    redis.call('HSET', P .. 'req', id, string.sub(entry, second + 1))
+  else
+    id = string.sub(entry, space + 1)
+  end
   redis.call('ZADD', P .. 'q:' .. host, fmt(level * SCALE + tonumber(id)), id)
   if redis.call('SADD', active, host) == 1 then
     nactive = nactive + 1

@@ -12,8 +12,10 @@
 -- Seen check: a Bloom bit at 0 means new; else the exact store decides (a
 -- Bloom false positive is counted and the URL still enqueued). A new URL over
 -- its host's or domain's budget is dropped and not recorded as seen.
--- A request whose host owns a back queue goes straight into it; otherwise it
--- waits in the front queue of its level until the refill activates its host.
+-- A request whose host owns a back queue goes straight into it (the request
+-- in the request hash, its id in the back queue); otherwise it waits, whole,
+-- in the front queue of its level ("<host> <id> <request>") until the refill
+-- activates its host.
 -- Every request counts as an in-link of its URL in the sketch (P..'inlinks',
 -- see common.lua), new or not: how often the crawl has found the URL.
 -- Returns {added, duplicates, over host budget, over domain budget, bloom false positives}.
@@ -77,11 +79,14 @@ for i = 6, #ARGV, 8 do
       redis.call('HINCRBY', domain_pages, domain, 1)
     end
     local id = redis.call('INCR', P .. 'seq')
-    redis.call('HSET', reqs, id, ARGV[i + 7])
     if redis.call('SISMEMBER', active, host) == 1 then
+      redis.call('HSET', reqs, id, ARGV[i + 7])
       redis.call('ZADD', P .. 'q:' .. host, fmt(level * SCALE + id), id)
     else
-      redis.call('LPUSH', P .. 'front:' .. level, host .. ' ' .. id)
+      -- The request travels inside its front-queue entry (a list entry costs
+      -- a few bytes; a hash field about 60): it enters the request hash when
+      -- the refill gives its host a back queue.
+      redis.call('LPUSH', P .. 'front:' .. level, host .. ' ' .. id .. ' ' .. ARGV[i + 7])
     end
     added = added + 1
   elseif status == 'dup' then
