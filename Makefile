@@ -11,7 +11,7 @@ empty :=
 space := $(empty) $(empty)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: crawl test lint unit venv redis-server bench clean
+.PHONY: crawl test lint unit venv redis-server chromium bench scale clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,13 @@ redis-server:
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq redis-server >/dev/null; }
 
+# Debian's chromium, for the test that renders the crawl report headless.
+chromium:
+	@command -v chromium >/dev/null || { \
+		echo "Installing chromium with apt-get (report rendering test)"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
+
 ## make crawl SEEDS=seeds.txt | make crawl URLS="https://a.example/ https://b.example/"
 ##   [USER_AGENT="mybot/1.0 (+https://example.org/bot)"] [ARGS="-s NAME=VALUE"]
 crawl: venv redis-server
@@ -36,7 +43,7 @@ crawl: venv redis-server
 		$(if $(USER_AGENT),-s "USER_AGENT=$(USER_AGENT)") $(ARGS)
 
 ## make test: lint, types, and the whole test suite (starts its own Redis and mock web)
-test: venv redis-server lint
+test: venv redis-server chromium lint
 	$(BIN)/python -m pytest -q --timeout=600 tests
 
 lint: venv
@@ -45,6 +52,9 @@ lint: venv
 
 bench: venv redis-server
 	$(BIN)/python benchmarks/throughput.py
+
+scale: venv redis-server
+	$(BIN)/python benchmarks/scale.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

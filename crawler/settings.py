@@ -183,7 +183,18 @@ TELNETCONSOLE_ENABLED = False
 REMOTE_CONTROL_ENABLED = False
 EXTENSIONS = {
     "crawler.extensions.tuning.RuntimeTuning": 0,
+    "crawler.extensions.progress.ProgressReporter": 100,
+    "crawler.extensions.metrics.MetricsEndpoint": 110,
 }
+# A progress line every 30 s (0: none), and the crawl's shared totals and
+# timeline in Redis; the crawl report at the end (crawl-data/<crawl id>/report.html).
+PROGRESS_INTERVAL = 30.0
+REPORT_ENABLED = True
+REPORT_PATH = None
+# Prometheus endpoint: off unless a port is given (METRICS_PORT = 9410, say).
+METRICS_PORT = 0
+METRICS_HOST = "127.0.0.1"
+METRICS_REFRESH_INTERVAL = 10.0
 # See crawler/extensions/tuning.py: freeze start-up objects out of the GC,
 # collect generation 0 every 50,000 allocations instead of 700, and stop
 # building log records below LOG_LEVEL.

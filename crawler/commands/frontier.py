@@ -1,39 +1,62 @@
 """``scrapy frontier``: look at and act on a crawl's frontier without running a crawl.
 
-Subcommands:
+Subcommands::
 
-``dead-letters [--requeue] [--limit N]``
-    List the URLs that ran out of retries (host, error class, time, message),
-    or move them all back into the queues with their retry counters reset.
+    scrapy frontier stats                     the crawl's figures, from Redis
+    scrapy frontier seed FILE|URL...          add seeds (a file: one URL per line)
+    scrapy frontier hosts [--top N]           the busiest hosts
+    scrapy frontier dead-letters [--requeue] [--limit N]
+    scrapy frontier drain [--resume]          stop handing out URLs: workers finish and close
+    scrapy frontier reset --crawl-id X --yes  delete one crawl's keys (its own namespace only)
+    scrapy frontier report [--out FILE]       write the crawl report
 
-The crawl is chosen by ``FRONTIER_CRAWL_ID`` (default ``web``) and the Redis
-by ``REDIS_URL``; without it, the crawl's embedded Redis (in its job
-directory) is started for the command and stopped after.
+The crawl is chosen by ``--crawl-id`` or ``FRONTIER_CRAWL_ID`` (default
+``web``); the Redis by ``REDIS_URL`` / ``REDIS_CLUSTER_NODES``; without them,
+the crawl's embedded Redis (in its job directory) is started for the command
+and stopped after. Mistakes (no such crawl, unreachable Redis) are one line
+on stderr and exit status 2.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 import time
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import msgpack
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
+from scrapy import Spider
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from crawler.exceptions import CodecError, ConfigurationError, CrawlerError
-from crawler.frontier.codec import without_meta
+from crawler.frontier.codec import RequestCodec, without_meta
 from crawler.frontier.config import FrontierConfig
-from crawler.frontier.shards import ShardRouter
-from crawler.frontier.store import RedisFrontier
+from crawler.frontier.policy import PriorityLevels
+from crawler.frontier.seen import SeenConfig
+from crawler.frontier.shards import ShardRouter, check_crawl_metadata, shard_frontiers
+from crawler.frontier.store import EnqueueEntry, RedisFrontier
 from crawler.middlewares.retry import RETRY_META, THROTTLED_META
+from crawler.ops.figures import latency_buckets
+from crawler.ops.timeline import Timeline
+from crawler.ops.view import describe_next, frontier_figures, top_hosts
 from crawler.redisconn.config import RedisConfig
 from crawler.redisconn.provider import RedisProvider
+from crawler.seeds import load_seeds
+from crawler.urls import url_fingerprint
+from crawler.urls.domains import RegisteredDomains
+from crawler.urls.filters import Dropped, FilterConfig, UrlFilter
 
 if TYPE_CHECKING:
     import argparse
+
+    from crawler.redisconn.link import AnyRedis
+
+SUBCOMMANDS = ("stats", "seed", "hosts", "dead-letters", "drain", "reset", "report")
 
 
 class Command(ScrapyCommand):
@@ -41,21 +64,30 @@ class Command(ScrapyCommand):
     requires_crawler_process = False
 
     def syntax(self) -> str:
-        return "dead-letters [--requeue] [--limit N]"
+        return f"{{{'|'.join(SUBCOMMANDS)}}} [options]"
 
     def short_desc(self) -> str:
-        return "Inspect or act on a crawl's frontier (dead letters)"
+        return "Inspect or act on a crawl's frontier (stats, seed, hosts, dead-letters, drain, reset, report)"
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
-        parser.add_argument("--requeue", action="store_true", help="move dead letters back into the queues")
-        parser.add_argument("--limit", type=int, default=1000, help="at most this many dead letters")
+        parser.add_argument("--crawl-id", dest="crawl_id", help="the crawl (default: FRONTIER_CRAWL_ID or 'web')")
+        parser.add_argument("--requeue", action="store_true", help="dead-letters: move them back into the queues")
+        parser.add_argument("--limit", type=int, default=1000, help="dead-letters: at most this many")
+        parser.add_argument("--top", type=int, default=20, help="hosts: how many")
+        parser.add_argument("--resume", action="store_true", help="drain: hand out URLs again")
+        parser.add_argument("--yes", action="store_true", help="reset: really delete")
+        parser.add_argument("--out", help="report: the HTML file to write")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        if args != ["dead-letters"]:
-            raise UsageError("expected a subcommand: dead-letters")
+        if not args or args[0] not in SUBCOMMANDS:
+            raise UsageError(f"expected a subcommand: {', '.join(SUBCOMMANDS)}")
+        if args[0] != "seed" and len(args) > 1:
+            raise UsageError(f"{args[0]} takes no arguments")
+        if args[0] == "seed" and len(args) < 2:
+            raise UsageError("seed needs a seeds file or URLs")
         try:
-            asyncio.run(self._run(opts))
+            asyncio.run(self._run(args[0], args[1:], opts))
         except (ConfigurationError, CrawlerError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             self.exitcode = 2
@@ -63,51 +95,198 @@ class Command(ScrapyCommand):
             print(f"error: Redis: {exc}", file=sys.stderr)
             self.exitcode = 2
 
-    async def _run(self, opts: argparse.Namespace) -> None:
+    async def _run(self, name: str, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None
-        crawl_id = str(self.settings.get("FRONTIER_CRAWL_ID") or "web")
+        crawl_id = str(opts.crawl_id or self.settings.get("FRONTIER_CRAWL_ID") or "web")
         config = FrontierConfig.from_settings(self.settings, crawl_id)
         redis_config = RedisConfig.from_settings(self.settings, crawl_id)
         router = ShardRouter.from_settings(self.settings, crawl_id)
-        if redis_config.url is None and not redis_config.embedded_dir.is_dir():
+        if redis_config.url is None and not redis_config.embedded_dir.is_dir() and name != "seed":
             raise ConfigurationError(
                 "FRONTIER_CRAWL_ID", f"no crawl data for {crawl_id!r} in {redis_config.embedded_dir}"
             )
         provider = RedisProvider(redis_config)
         client = await provider.client()
         try:
-            total = 0
-            for keys in router.keys:
-                frontier = RedisFrontier(client, keys, config)
-                await frontier.load_scripts()
-                letters = await frontier.dead_letters(opts.limit - total)
-                total += len(letters)
-                if not opts.requeue:
-                    for letter in letters:
-                        url_text = _url_of(letter.blob)
-                        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(letter.died_at))
-                        print(f"{when}\t{letter.error}\t{url_text}\t{letter.message}")
-                elif letters:
-                    entries = []
-                    for letter in letters:
-                        try:
-                            entries.append(
-                                (letter.request_id, without_meta(letter.blob, (RETRY_META, THROTTLED_META)))
-                            )
-                        except CodecError:
-                            entries.append((letter.request_id, b""))
-                    revived = await frontier.revive(entries)
-                    print(f"requeued {revived} dead letters in crawl {crawl_id!r}"
-                          + (f" (shard {keys.shard})" if router.count > 1 else ""))
-                await frontier.close()
-                if total >= opts.limit:
-                    break
-            if not total:
-                print(f"no dead letters in crawl {crawl_id!r}")
-            elif not opts.requeue:
-                print(f"{total} dead letters in crawl {crawl_id!r}")
+            if name not in ("seed", "reset") and not await client.exists(router.crawl_keys.crawl_key("meta")):
+                raise ConfigurationError("FRONTIER_CRAWL_ID", f"no crawl {crawl_id!r} in Redis at {provider.url}")
+            handler = getattr(self, "_" + name.replace("-", "_"))
+            await handler(client, router, config, args, opts)
         finally:
             await provider.close()
+
+    # -- subcommands -----------------------------------------------------------------
+
+    async def _stats(self, client: AnyRedis, router: ShardRouter, config: FrontierConfig, args: list[str],
+                     opts: argparse.Namespace) -> None:
+        figures = await frontier_figures(client, router)
+        timeline = Timeline(client, router.crawl_id)
+        totals = await timeline.totals()
+        workers = await timeline.workers(time.time() - 120)
+        draining = bool(await client.exists(router.crawl_keys.crawl_key("draining")))
+        pages = int(totals.get("pages", 0))
+        rows = [
+            ("crawl", router.crawl_id + (" (draining)" if draining else "")),
+            ("shards", str(router.count)),
+            ("queued URLs", f"{figures.queued:,}"),
+            ("in flight", f"{figures.leased:,}"),
+            ("active hosts", f"{figures.active_hosts:,}"),
+            ("ready hosts", f"{figures.ready_hosts:,}"),
+            ("seen URLs", f"{figures.seen:,}"),
+            ("revisits scheduled", f"{figures.due:,}"),
+            ("pages fetched", f"{pages:,}"),
+            ("workers reporting (2 min)", f"{len(workers)}"),
+        ]
+        errors = {k[6:]: int(v) for k, v in totals.items() if k.startswith("error:") and v}
+        rows.append(("errors", ", ".join(f"{k} {v:,}" for k, v in sorted(errors.items())) or "none"))
+        exact, near = int(totals.get("dedup:exact", 0)), int(totals.get("dedup:near", 0))
+        rows.append(("duplicates", f"{exact:,} exact, {near:,} near"
+                                   + (f" ({(exact + near) / pages:.1%})" if pages else "")))
+        rows.append(("robots.txt drops", f"{int(totals.get('robots:disallowed', 0)):,}"))
+        statuses = sorted((k[7:], int(v)) for k, v in totals.items() if k.startswith("status:"))
+        rows.append(("status codes", ", ".join(f"{k} {v:,}" for k, v in statuses) or "-"))
+        latency = [(bound, n) for bound, n in latency_buckets(totals) if n]
+        rows.append(("latency", ", ".join(f"<={b}s {n:,}" for b, n in latency) or "-"))
+        width = max(len(k) for k, _ in rows)
+        for key, value in rows:
+            print(f"{key:<{width}}  {value}")
+
+    async def _seed(self, client: AnyRedis, router: ShardRouter, config: FrontierConfig, args: list[str],
+                    opts: argparse.Namespace) -> None:
+        assert self.settings is not None
+        urls: list[str] = []
+        for arg in args:
+            if Path(arg).is_file():
+                urls += load_seeds(arg, None)
+            else:
+                urls += load_seeds(None, arg)
+        await check_crawl_metadata(client, router)
+        frontiers = shard_frontiers(client, router, config, SeenConfig.from_settings(self.settings))
+        url_filter = UrlFilter(FilterConfig.from_settings(self.settings))
+        codec = RequestCodec(Spider("web"))
+        domains = RegisteredDomains()
+        level = PriorityLevels(config.levels).level(0)
+        by_shard: dict[int, list[EnqueueEntry]] = {}
+        dropped = 0
+        for url in urls:
+            try:
+                normalized, host = url_filter.check(url, 0)
+            except Dropped as exc:
+                print(f"dropped {url}: {exc}", file=sys.stderr)
+                dropped += 1
+                continue
+            shard = router.shard_of(host)
+            blob = codec.encode_link(normalized, None, {"depth": 0})
+            by_shard.setdefault(shard, []).append(
+                frontiers[shard].entry(url_fingerprint(normalized), host, domains(host), level, blob)
+            )
+        added = duplicates = 0
+        for shard, entries in by_shard.items():
+            await frontiers[shard].prepare()
+            new, seen = await frontiers[shard].enqueue(entries)
+            added, duplicates = added + new, duplicates + seen
+            await frontiers[shard].close()
+        print(f"crawl {router.crawl_id!r}: {added} seeds added, {duplicates} already known, {dropped} dropped")
+
+    async def _hosts(self, client: AnyRedis, router: ShardRouter, config: FrontierConfig, args: list[str],
+                     opts: argparse.Namespace) -> None:
+        rows = await top_hosts(client, router, max(1, opts.top))
+        if not rows:
+            print(f"no host fetched yet in crawl {router.crawl_id!r}")
+            return
+        now = time.time()
+        width = max(len(row.host) for row in rows)
+        print(f"{'host':<{width}}  {'pages':>8}  {'queued':>7}  {'next':>10}  {'delay':>7}  {'errors':>6}  near-dup")
+        for row in rows:
+            delay = "-" if row.delay is None else f"{row.delay:g}s"
+            print(f"{row.host:<{width}}  {row.pages:>8,}  {row.queued:>7,}  {describe_next(row.next_allowed, now):>10}"
+                  f"  {delay:>7}  {row.error_rate:>6.1%}  {row.near_duplicate_rate:.1%}")
+
+    async def _dead_letters(self, client: AnyRedis, router: ShardRouter, config: FrontierConfig,
+                            args: list[str], opts: argparse.Namespace) -> None:
+        total = 0
+        for keys in router.keys:
+            frontier = RedisFrontier(client, keys, config)
+            await frontier.load_scripts()
+            letters = await frontier.dead_letters(opts.limit - total)
+            total += len(letters)
+            if not opts.requeue:
+                for letter in letters:
+                    url_text = _url_of(letter.blob)
+                    when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(letter.died_at))
+                    print(f"{when}\t{letter.error}\t{url_text}\t{letter.message}")
+            elif letters:
+                entries = []
+                for letter in letters:
+                    try:
+                        entries.append((letter.request_id, without_meta(letter.blob, (RETRY_META, THROTTLED_META))))
+                    except CodecError:
+                        entries.append((letter.request_id, b""))
+                revived = await frontier.revive(entries)
+                print(f"requeued {revived} dead letters in crawl {router.crawl_id!r}"
+                      + (f" (shard {keys.shard})" if router.count > 1 else ""))
+            await frontier.close()
+            if total >= opts.limit:
+                break
+        if not total:
+            print(f"no dead letters in crawl {router.crawl_id!r}")
+        elif not opts.requeue:
+            print(f"{total} dead letters in crawl {router.crawl_id!r}")
+
+    async def _drain(self, client: AnyRedis, router: ShardRouter, config: FrontierConfig, args: list[str],
+                     opts: argparse.Namespace) -> None:
+        key = router.crawl_keys.crawl_key("draining")
+        if opts.resume:
+            await client.delete(key)
+            print(f"crawl {router.crawl_id!r}: handing out URLs again (start workers to continue)")
+        else:
+            await client.set(key, int(time.time()))
+            print(f"crawl {router.crawl_id!r} is draining: workers finish what they hold and close within "
+                  f"{config.idle_poll:g} s plus their fetches in flight; nothing queued is lost "
+                  f"(`scrapy frontier drain --resume` to undo)")
+
+    async def _reset(self, client: AnyRedis, router: ShardRouter, config: FrontierConfig, args: list[str],
+                     opts: argparse.Namespace) -> None:
+        if not opts.crawl_id:
+            raise ConfigurationError("--crawl-id", "reset needs the crawl id spelled out: --crawl-id X --yes")
+        keys = await crawl_keys(client, router.crawl_id)
+        if not opts.yes:
+            print(f"crawl {router.crawl_id!r} has {len(keys)} keys; add --yes to delete them")
+            return
+        deleted = 0
+        for start in range(0, len(keys), 500):
+            batch = keys[start:start + 500]
+            if isinstance(client, RedisCluster):
+                for key in batch:
+                    deleted += int(await client.unlink(key))
+            else:
+                deleted += int(await client.unlink(*batch))
+        print(f"crawl {router.crawl_id!r}: deleted {deleted} keys")
+
+    async def _report(self, client: AnyRedis, router: ShardRouter, config: FrontierConfig, args: list[str],
+                      opts: argparse.Namespace) -> None:
+        from crawler.report.render import write_report
+
+        path = Path(opts.out or f"report-{router.crawl_id}.html")
+        await write_report(Timeline(client, router.crawl_id), client, router, router.crawl_id, path)
+        print(f"wrote {path}")
+
+
+async def crawl_keys(client: AnyRedis, crawl_id: str) -> list[Any]:
+    """Every key of one crawl: ``frontier:{<id>}:*``, ``frontier:{<id>.<shard>}:*``, ``dedup:{<id>}:*``.
+
+    Found with SCAN (on every primary of a cluster) over the crawl's own
+    patterns, each key checked against its exact tag: another crawl's keys
+    (``<id>2``, ``<id>.x``) are never touched, and nothing is flushed.
+    """
+    escaped = re.escape(crawl_id)
+    own = re.compile(rf"^(frontier:\{{{escaped}(\.\d+)?\}}:|dedup:\{{{escaped}\}}:)".encode())
+    found = []
+    for pattern in (f"frontier:{{{crawl_id}}}:*", f"frontier:{{{crawl_id}.*", f"dedup:{{{crawl_id}}}:*"):
+        async for key in client.scan_iter(match=pattern, count=1000):
+            if own.match(key):
+                found.append(key)
+    return sorted(set(found))
 
 
 def _url_of(blob: bytes) -> str:

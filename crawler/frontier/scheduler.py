@@ -45,6 +45,11 @@ it, when this worker just sent it new URLs, and at least every
 shared among the shards asked, in turn. No shard is ever scanned: the cost
 per cycle depends on the shards with work, not on hosts or URLs.
 
+Draining (``scrapy frontier drain``): a flag in the crawl's metadata, looked
+at every ``FRONTIER_IDLE_POLL`` seconds. A draining worker claims nothing
+new, gives back what it claimed but has not started, finishes the requests in
+hand and closes (stat ``frontier/drained``), in batch and continuous mode.
+
 Priority: a request's front queue is its ``Request.priority`` plus the
 priority policy's score of the URL (:mod:`crawler.policy.priority`: depth,
 sitemap, host importance, host quality), computed once per host per batch of
@@ -59,7 +64,6 @@ import logging
 import time
 from collections import deque
 from collections.abc import Coroutine, Iterable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -76,7 +80,7 @@ from crawler.frontier.config import FrontierConfig
 from crawler.frontier.outcome import LEASE_META, Handout, LeaseAction
 from crawler.frontier.policy import PolitenessPolicy, PriorityLevels
 from crawler.frontier.seen import SeenConfig
-from crawler.frontier.shards import ShardRouter
+from crawler.frontier.shards import ShardRouter, check_crawl_metadata, shard_frontiers
 from crawler.frontier.store import (
     DONT_FILTER,
     EXACT_ONLY,
@@ -95,7 +99,7 @@ from crawler.politeness.backoff import BackoffPolicy
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
 from crawler.settings_parsing import get_float
 from crawler.sitemaps import FROM_SITEMAP_META, SITEMAP_LASTMOD_META, SITEMAP_META
-from crawler.urls import NORMALIZATION_VERSION, url_fingerprint
+from crawler.urls import url_fingerprint
 from crawler.urls.domains import RegisteredDomains
 from crawler.urls.filters import Dropped, FilterConfig, UrlFilter
 
@@ -179,6 +183,9 @@ class FrontierScheduler(BaseScheduler):
         self._shard_next_due = [0] * shards
         self._shard_synced = [False] * shards
         self._turn = 0
+        #: The crawl is draining (``scrapy frontier drain``): claim nothing, finish, close.
+        self.draining = False
+        self._drain_checked = 0.0
         self._buffer: deque[tuple[Request, Handout]] = deque()
         self._handed: dict[Request, Handout] = {}
         self._inprogress: set[Request] = set()
@@ -224,15 +231,9 @@ class FrontierScheduler(BaseScheduler):
         if spider_mode is not None:
             self.mode = RecrawlMode.parse(spider_mode, "mode (spider argument)")
         client = await self.provider.client()
-        await self._check_crawl_metadata(client)
+        await check_crawl_metadata(client, self.router)
         count = self.router.count
-        seen = self.seen if count == 1 else SeenConfig.sized(
-            max(self.seen.expected_urls // count, 1000), self.seen.false_positive_rate
-        )
-        config = self.config if count == 1 else replace(
-            self.config, active_hosts=max(2, -(-self.config.active_hosts // count))
-        )
-        self.frontiers = [RedisFrontier(client, keys, config, self.backoff, seen) for keys in self.router.keys]
+        self.frontiers = shard_frontiers(client, self.router, self.config, self.seen, self.backoff)
         self.codec = RequestCodec(spider)
         for frontier in self.frontiers:
             await frontier.prepare()
@@ -257,26 +258,6 @@ class FrontierScheduler(BaseScheduler):
             self.config.delay_factor, self.config.levels, list(self.config.queue_weights), self.config.active_hosts,
             self.config.lease_timeout, self.mode.value,
         )
-
-    async def _check_crawl_metadata(self, client: Any) -> None:
-        key = self.keys.crawl_key("meta")
-        await client.hsetnx(key, "normalization_version", NORMALIZATION_VERSION)
-        await client.hsetnx(key, "created", int(time.time()))
-        await client.hsetnx(key, "shards", self.router.count)
-        shards = int(await client.hget(key, "shards"))
-        if shards != self.router.count:
-            raise ConfigurationError(
-                "FRONTIER_SHARDS",
-                f"crawl {self.config.crawl_id!r} has {shards} frontier shards, this worker is configured for "
-                f"{self.router.count}; the number of shards is fixed for the life of a crawl",
-            )
-        stored = int(await client.hget(key, "normalization_version"))
-        if stored != NORMALIZATION_VERSION:
-            raise ConfigurationError(
-                "FRONTIER_CRAWL_ID",
-                f"crawl {self.config.crawl_id!r} was started with URL normalization version {stored}, "
-                f"this code uses {NORMALIZATION_VERSION}; start a new crawl id",
-            )
 
     def close(self, reason: str) -> Deferred[None]:
         return deferred_from_coro(self._close(reason))
@@ -341,6 +322,8 @@ class FrontierScheduler(BaseScheduler):
     # -- the Scrapy scheduler interface --------------------------------------------------
 
     def has_pending_requests(self) -> bool:
+        if self.draining:
+            return bool(self._handed or self._enqueues or self._completions or self._step_running)
         if self.mode is RecrawlMode.CONTINUOUS and not self._closing:
             return True
         return bool(
@@ -615,8 +598,27 @@ class FrontierScheduler(BaseScheduler):
     def _capacity(self) -> int:
         return self.config.concurrency - len(self._handed) - len(self._buffer)
 
+    async def _check_draining(self, now: float) -> None:
+        self._drain_checked = now
+        client = await self.provider.client()
+        if await client.exists(self.keys.crawl_key("draining")):
+            self.draining = True
+            logger.warning("Frontier %r is draining (scrapy frontier drain): finishing the requests in hand, "
+                           "claiming nothing new", self.config.crawl_id)
+            self.stats.set_value("frontier/drained", True)
+            releases: dict[int, list[bytes]] = {}
+            for _, handout in self._buffer:
+                releases.setdefault(handout.lease.shard, []).append(handout.lease.member)
+            self._buffer.clear()
+            for shard, members in releases.items():
+                result = await self.frontiers[shard].step(releases=members, now_ms=int(now * 1000))
+                self.stats.inc_value("frontier/released", result.released)
+
     async def _cycle(self) -> None:
         assert self.frontiers and self.codec is not None
+        now = time.time()
+        if not self.draining and now - self._drain_checked >= self.config.idle_poll:
+            await self._check_draining(now)
         self._collect_completions()
         enqueues, self._enqueues = self._enqueues, {}
         completions, self._completions = self._completions, {}
@@ -627,7 +629,7 @@ class FrontierScheduler(BaseScheduler):
             for handout in [*self._handed.values(), *(h for _, h in self._buffer)]:
                 renew.setdefault(handout.lease.shard, []).append(handout.lease.member)
             self._last_renew = now
-        capacity = self._capacity()
+        capacity = 0 if self.draining else self._capacity()
         crawl_now_ms = int(self.clock.now() * 1000)
         drain_at = None
         if capacity > 0 and (crawl_now_ms >= self._next_due_ms or now - self._last_drain >= self.drain_interval):

@@ -23,16 +23,26 @@ The default is 1 shard on a single Redis (sharding buys nothing there) and
 
 from __future__ import annotations
 
+import time
 import zlib
 from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from scrapy.settings import BaseSettings
 
 from crawler.exceptions import ConfigurationError
+from crawler.frontier.config import FrontierConfig
 from crawler.frontier.keys import FrontierKeys
+from crawler.frontier.seen import SeenConfig
 from crawler.redisconn.config import RedisConfig
 from crawler.settings_parsing import get_int
+from crawler.urls import NORMALIZATION_VERSION
 from crawler.urls.domains import RegisteredDomains
+
+if TYPE_CHECKING:
+    from crawler.frontier.store import RedisFrontier
+    from crawler.politeness.backoff import BackoffPolicy
 
 #: Shards on a cluster unless FRONTIER_SHARDS says otherwise.
 CLUSTER_DEFAULT_SHARDS = 16
@@ -75,3 +85,39 @@ class ShardRouter:
     def crawl_keys(self) -> FrontierKeys:
         """Keys of the whole crawl (:meth:`FrontierKeys.crawl_key`) and of shard 0."""
         return self.keys[0]
+
+
+def shard_frontiers(
+    client: Any, router: ShardRouter, config: FrontierConfig, seen: SeenConfig, backoff: BackoffPolicy | None = None
+) -> list[RedisFrontier]:
+    """One :class:`RedisFrontier` per shard: each with its share of the seen set and of the active hosts."""
+    from crawler.frontier.store import RedisFrontier
+
+    count = router.count
+    if count > 1:
+        seen = SeenConfig.sized(max(seen.expected_urls // count, 1000), seen.false_positive_rate)
+        config = replace(config, active_hosts=max(2, -(-config.active_hosts // count)))
+    return [RedisFrontier(client, keys, config, backoff, seen) for keys in router.keys]
+
+
+async def check_crawl_metadata(client: Any, router: ShardRouter) -> None:
+    """Record the crawl's normalization version and shard count once; refuse a worker that differs."""
+    crawl_id = router.crawl_id
+    key = router.crawl_keys.crawl_key("meta")
+    await client.hsetnx(key, "normalization_version", NORMALIZATION_VERSION)
+    await client.hsetnx(key, "created", int(time.time()))
+    await client.hsetnx(key, "shards", router.count)
+    shards = int(await client.hget(key, "shards"))
+    if shards != router.count:
+        raise ConfigurationError(
+            "FRONTIER_SHARDS",
+            f"crawl {crawl_id!r} has {shards} frontier shards, this worker is configured for "
+            f"{router.count}; the number of shards is fixed for the life of a crawl",
+        )
+    stored = int(await client.hget(key, "normalization_version"))
+    if stored != NORMALIZATION_VERSION:
+        raise ConfigurationError(
+            "FRONTIER_CRAWL_ID",
+            f"crawl {crawl_id!r} was started with URL normalization version {stored}, "
+            f"this code uses {NORMALIZATION_VERSION}; start a new crawl id",
+        )

@@ -1,0 +1,127 @@
+"""The figures of a crawl's progress, from a worker's stats and the shared frontier (pure).
+
+:func:`totals_from_stats` turns Scrapy stats into the counters the crawl
+shares (pages, bytes, status codes, latency buckets, errors by class,
+duplicates, robots.txt drops); :func:`delta` gives what changed since the
+last look; :func:`progress_line` formats the log line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from crawler.middlewares.stats import LATENCY_BOUNDS
+
+STATUS_PREFIX = "downloader/response_status_count/"
+EXCEPTION_PREFIX = "downloader/exception_type_count/"
+LATENCY_PREFIX = "downloader/latency_le/"
+
+#: Shared counter name <- stats key, for the plain ones.
+_PLAIN = {
+    "pages": "downloader/response_count",
+    "bytes": "downloader/response_bytes",
+    "latency_sum": "downloader/latency_sum",
+    "dedup:exact": "dedup/exact",
+    "dedup:near": "dedup/near",
+    "robots:disallowed": "robots/disallowed",
+    "dead_letters": "frontier/dead_lettered",
+    "enqueued": "frontier/enqueued",
+}
+
+
+def totals_from_stats(stats: Mapping[str, object]) -> dict[str, float]:
+    """The shared counters in a worker's stats: pages, bytes, ``status:<code>``,
+    ``latency:<bound>``, ``error:<class>`` (HTTP 4xx/5xx and exception classes), duplicates..."""
+    out: dict[str, float] = {}
+    for name, key in _PLAIN.items():
+        value = stats.get(key)
+        if isinstance(value, int | float):
+            out[name] = value
+    for key, value in stats.items():
+        if not isinstance(value, int | float):
+            continue
+        if key.startswith(STATUS_PREFIX):
+            status = key[len(STATUS_PREFIX):]
+            out[f"status:{status}"] = value
+            if status[:1] in ("4", "5"):
+                name = f"error:http_{status[0]}xx"
+                out[name] = out.get(name, 0) + value
+        elif key.startswith(EXCEPTION_PREFIX):
+            name = f"error:{key[len(EXCEPTION_PREFIX):].rsplit('.', 1)[-1]}"
+            out[name] = out.get(name, 0) + value
+        elif key.startswith(LATENCY_PREFIX):
+            out[f"latency:{key[len(LATENCY_PREFIX):]}"] = value
+    return out
+
+
+def delta(now: Mapping[str, float], before: Mapping[str, float]) -> dict[str, float]:
+    """What grew since ``before`` (counters only grow; zero changes are left out)."""
+    return {key: value - before.get(key, 0) for key, value in now.items() if value != before.get(key, 0)}
+
+
+@dataclass(frozen=True)
+class FrontierFigures:
+    """The shared frontier, summed over its shards."""
+
+    queued: int = 0
+    leased: int = 0
+    active_hosts: int = 0
+    ready_hosts: int = 0
+    seen: int = 0
+    due: int = 0
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One look at a worker: its counters now and then, and the shared frontier."""
+
+    totals: Mapping[str, float]
+    recent: Mapping[str, float]
+    interval: float
+    elapsed: float
+    frontier: FrontierFigures | None
+
+    @property
+    def pages(self) -> int:
+        return int(self.totals.get("pages", 0))
+
+    @property
+    def recent_rate(self) -> float:
+        return self.recent.get("pages", 0) / self.interval if self.interval > 0 else 0.0
+
+    @property
+    def overall_rate(self) -> float:
+        return self.pages / self.elapsed if self.elapsed > 0 else 0.0
+
+    def errors(self) -> dict[str, int]:
+        return {key[6:]: int(value) for key, value in self.totals.items() if key.startswith("error:") and value}
+
+
+def progress_line(progress: Progress) -> str:
+    """``Progress: 12,345 pages (41.2/s now, 38.0/s overall) | frontier ... | errors ... | ...``"""
+    parts = [
+        f"{progress.pages:,} pages ({progress.recent_rate:.1f}/s now, {progress.overall_rate:.1f}/s overall)"
+    ]
+    frontier = progress.frontier
+    if frontier is not None:
+        parts.append(
+            f"queued {frontier.queued:,}, in flight {frontier.leased:,}, hosts {frontier.active_hosts:,} active "
+            f"/ {frontier.ready_hosts:,} ready, due {frontier.due:,}"
+        )
+    errors = progress.errors()
+    parts.append(
+        "errors " + (", ".join(f"{name} {count:,}" for name, count in sorted(errors.items())) if errors else "none")
+    )
+    totals = progress.totals
+    parts.append(
+        f"duplicates {int(totals.get('dedup:exact', 0)):,} exact / {int(totals.get('dedup:near', 0)):,} near"
+    )
+    parts.append(f"robots.txt drops {int(totals.get('robots:disallowed', 0)):,}")
+    return "Progress: " + " | ".join(parts)
+
+
+def latency_buckets(totals: Mapping[str, float]) -> list[tuple[str, int]]:
+    """(upper bound, count) per latency bucket, in order, from shared counters."""
+    names = [f"{bound:g}" for bound in LATENCY_BOUNDS] + ["+Inf"]
+    return [(name, int(totals.get(f"latency:{name}", 0))) for name in names]

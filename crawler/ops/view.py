@@ -1,0 +1,110 @@
+"""Read-only views of a crawl's shared frontier: its figures and its busiest hosts.
+
+Everything here reads a bounded amount per shard (counters, the sizes of a
+few keys; ``HSCAN`` of the per-host counters for :func:`top_hosts`), never
+the queues themselves.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from crawler.frontier.shards import ShardRouter
+from crawler.ops.figures import FrontierFigures
+
+if TYPE_CHECKING:
+    from crawler.redisconn.link import AnyRedis
+
+
+async def frontier_figures(client: AnyRedis, router: ShardRouter, levels: int = 4) -> FrontierFigures:
+    """Queued, leased, active and ready hosts, seen and due URLs, summed over shards."""
+    totals = [0, 0, 0, 0, 0, 0]
+    for keys in router.keys:
+        pipe = client.pipeline(transaction=False)
+        pipe.get(keys.queued)
+        pipe.zcard(keys.leases)
+        pipe.scard(keys.active)
+        pipe.zcard(keys.ready)
+        pipe.get(keys.key("seencount"))
+        pipe.zcard(keys.due)
+        replies = await pipe.execute()
+        for index, reply in enumerate(replies):
+            totals[index] += int(reply or 0)
+    return FrontierFigures(*totals)
+
+
+@dataclass(frozen=True)
+class HostRow:
+    host: str
+    pages: int
+    errors: int
+    near_duplicates: int
+    queued: int
+    next_allowed: float | None
+    delay: float | None
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.pages if self.pages else 0.0
+
+    @property
+    def near_duplicate_rate(self) -> float:
+        return self.near_duplicates / self.pages if self.pages else 0.0
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+
+
+async def top_hosts(client: AnyRedis, router: ShardRouter, count: int) -> list[HostRow]:
+    """The ``count`` hosts with the most pages fetched, with their queue, timing and quality.
+
+    Walks each shard's per-host counters (``hostq``) with HSCAN, keeping the
+    top ``count`` in a heap (memory bounded by ``count``).
+    """
+    best: list[tuple[int, str, int, int, int]] = []  # (pages, host, errors, near, shard)
+    for keys in router.keys:
+        counters: dict[str, list[int]] = {}
+        cursor = 0
+        while True:
+            cursor, batch = await client.hscan(keys.host_quality, cursor, count=500)
+            fields: dict[Any, Any] = dict(batch)  # type: ignore[arg-type]
+            for field, value in fields.items():
+                host, _, kind = _text(field).rpartition("|")
+                slot = {"n": 0, "e": 1, "d": 2}.get(kind)
+                if slot is not None:
+                    counters.setdefault(host, [0, 0, 0])[slot] = int(value)
+            if cursor == 0:
+                break
+        for host, (pages, errors, near) in counters.items():
+            row = (pages, host, errors, near, keys.shard)
+            if len(best) < count:
+                heapq.heappush(best, row)
+            elif row > best[0]:
+                heapq.heapreplace(best, row)
+    rows = []
+    for pages, host, errors, near, shard in sorted(best, reverse=True):
+        keys = router.keys[shard]
+        pipe = client.pipeline(transaction=False)
+        pipe.zcard(keys.back(host))
+        pipe.zscore(keys.ready, host)
+        pipe.zscore(keys.cooldown, host)
+        pipe.hget(keys.host_delay, host)
+        queued, ready_at, cool_at, delay_ms = await pipe.execute()
+        at = ready_at if ready_at is not None else cool_at
+        rows.append(HostRow(
+            host, pages, errors, near, int(queued or 0),
+            float(at) / 1000 if at is not None else None,
+            int(delay_ms) / 1000 if delay_ms is not None else None,
+        ))
+    return rows
+
+
+def describe_next(next_allowed: float | None, now: float | None = None) -> str:
+    if next_allowed is None:
+        return "-"
+    wait = next_allowed - (now if now is not None else time.time())
+    return "now" if wait <= 0 else f"in {wait:.1f} s"

@@ -1,0 +1,1 @@
+"""The crawl report: one self-contained HTML file with inline SVG plots."""

@@ -1,0 +1,298 @@
+"""Operating a crawl: figures, the progress line, metrics over HTTP, the frontier command, the report."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import time
+import urllib.request
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from crawler.extensions.metrics import CrawlCollector
+from crawler.frontier.keys import FrontierKeys
+from crawler.ops.figures import FrontierFigures, Progress, delta, latency_buckets, progress_line, totals_from_stats
+from crawler.ops.timeline import Sample
+from crawler.report.render import ReportData, bucket, render
+from tests.conftest import ROOT, RedisServer, crawl_command, crawl_env, run_crawl
+from tests.support.mockweb import WebSpec, free_port
+
+STATS = {
+    "downloader/response_count": 120,
+    "downloader/response_bytes": 50_000,
+    "downloader/response_status_count/200": 100,
+    "downloader/response_status_count/404": 15,
+    "downloader/response_status_count/503": 5,
+    "downloader/exception_type_count/builtins.TimeoutError": 2,
+    "downloader/latency_le/0.05": 90,
+    "downloader/latency_le/0.1": 25,
+    "downloader/latency_le/+Inf": 5,
+    "downloader/latency_sum": 7.5,
+    "dedup/exact": 3,
+    "dedup/near": 4,
+    "robots/disallowed": 6,
+    "start_time": "not a number",
+}
+
+
+def test_totals_from_stats_and_delta() -> None:
+    totals = totals_from_stats(STATS)
+    assert totals["pages"] == 120 and totals["bytes"] == 50_000
+    assert totals["status:404"] == 15
+    assert totals["error:http_4xx"] == 15 and totals["error:http_5xx"] == 5 and totals["error:TimeoutError"] == 2
+    assert totals["latency:0.05"] == 90 and totals["latency:+Inf"] == 5
+    assert "start_time" not in str(totals)
+    later = dict(totals, pages=130, **{"status:200": 110})
+    assert delta(later, totals) == {"pages": 10, "status:200": 10}
+    assert [n for _, n in latency_buckets(totals)][:4] == [0, 0, 90, 25]
+
+
+def test_progress_line_names_every_figure() -> None:
+    totals = totals_from_stats(STATS)
+    progress = Progress(totals, {"pages": 30}, 10.0, 60.0, FrontierFigures(1234, 8, 24, 3, 5000, 7))
+    line = progress_line(progress)
+    assert line.startswith("Progress: 120 pages (3.0/s now, 2.0/s overall)")
+    for part in ("queued 1,234", "in flight 8", "hosts 24 active / 3 ready", "due 7", "http_4xx 15", "http_5xx 5",
+                 "TimeoutError 2", "duplicates 3 exact / 4 near", "robots.txt drops 6"):
+        assert part in line, part
+
+
+def test_sample_round_trip_and_unknown_versions() -> None:
+    sample = Sample(1700000000.5, "w1-42", 10, 1, 2, 300, 8, 24, 3)
+    assert Sample.decode(sample.encode()) == sample
+    assert Sample.decode(b"\x93\x02\x01\x02") is None
+    assert Sample.decode(b"not msgpack \xff") is None
+
+
+def test_series_bucket_every_worker() -> None:
+    samples = [Sample(1000.0 + 10 * i, f"w{w}", 50, 0, 5, 1000 - i, 4, 8, 2) for i in range(30) for w in (1, 2)]
+    series = bucket(samples, max_points=10)
+    assert 1 < len(series.minutes) <= 11
+    # Two workers at 50 pages per 10 s sample each: 10 pages/s together.
+    assert all(abs(rate - 10.0) < 0.01 for rate in series.pages_per_second[:-1])
+    assert all(abs(rate - 0.1) < 1e-9 for rate in series.duplicate_rate)
+
+
+def test_collector_exposes_stable_names() -> None:
+    class Stats:  # the one method the collector reads
+        def get_stats(self) -> dict[str, object]:
+            return dict(STATS)
+
+    collector = CrawlCollector("c1", Stats())
+    collector.frontier = FrontierFigures(10, 2, 3, 1, 50, 0)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    text = generate_latest(registry).decode()
+    for expected in (
+        'crawler_pages_total{crawl="c1"} 120.0',
+        'crawler_responses_total{crawl="c1",status="404"} 15.0',
+        'crawler_errors_total{class="TimeoutError",crawl="c1"} 2.0',
+        'crawler_duplicates_total{crawl="c1",kind="near"} 4.0',
+        'crawler_fetch_latency_seconds_bucket{crawl="c1",le="0.1"} 115.0',
+        'crawler_fetch_latency_seconds_bucket{crawl="c1",le="+Inf"} 120.0',
+        'crawler_fetch_latency_seconds_sum{crawl="c1"} 7.5',
+        'crawler_frontier_queued_urls{crawl="c1"} 10.0',
+        'crawler_pages_per_second{crawl="c1",window="overall"}',
+    ):
+        assert expected in text, expected
+    assert "# HELP crawler_frontier_ready_hosts Hosts waiting for their next fetch" in text
+
+
+def test_report_is_self_contained_and_escapes_names() -> None:
+    samples = [Sample(1000.0 + 30 * i, "w1", 40, 1, 2, 500 - i, 4, 8, 2) for i in range(20)]
+    data = ReportData("c<1>", 2000.0, totals_from_stats(STATS), samples, FrontierFigures(480, 4, 8, 2, 900, 3), [])
+    html = render(data)
+    assert html.count("<svg") == 6
+    assert "c&lt;1&gt;" in html and "c<1>" not in html
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html), "no external resource"
+    assert "<script" not in html
+
+
+# -- end to end ---------------------------------------------------------------------
+
+
+def scrape(port: int) -> str | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as reply:
+            return str(reply.read().decode())
+    except OSError:
+        return None
+
+
+def test_crawl_with_metrics_progress_and_report(
+    mockweb_factory: Any, redis_server: RedisServer, crawl_id: str, tmp_path: Path
+) -> None:
+    spec = WebSpec(hosts=12, sizes="uniform:12", fanout=3, nav=2, cross=2, latency_ms=(40, 80))
+    web = mockweb_factory(spec)
+    port = free_port()
+    report = tmp_path / "report.html"
+    command = crawl_command("-a", "urls=" + ",".join(web.url(h) for h in range(12)), settings={
+        "REDIS_URL": redis_server.url, "FRONTIER_CRAWL_ID": crawl_id, "FRONTIER_MIN_DELAY": 0.3,
+        "FRONTIER_DELAY_FACTOR": 0, "METRICS_PORT": port, "PROGRESS_INTERVAL": 1, "REPORT_PATH": report,
+    })
+    process = subprocess.Popen(command, cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    scraped = None
+    deadline = time.monotonic() + 60
+    while process.poll() is None and time.monotonic() < deadline:
+        text = scrape(port)
+        if text and re.search(r'crawler_pages_total\{crawl="[^"]+"\} [1-9]', text) \
+                and "crawler_frontier_queued_urls" in text:
+            scraped = text
+            break
+        time.sleep(0.3)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 0, stderr[-3000:]
+    assert scraped is not None, "the metrics endpoint never showed pages and frontier figures"
+    for name in ("crawler_responses_total", "crawler_fetch_latency_seconds_bucket", "crawler_frontier_active_hosts",
+                 "crawler_pages_per_second"):
+        assert name in scraped
+    assert re.search(r"Progress: \d+ pages \([\d.]+/s now, [\d.]+/s overall\) \| queued", stderr)
+    assert "Final Progress: " in stderr
+    assert report.exists() and "<svg" in report.read_text()
+    # The shared record: totals and a timeline in Redis.
+    client = redis_server.client()
+    keys = FrontierKeys(crawl_id)
+    assert int(client.hget(keys.crawl_key("totals"), "pages") or 0) == len(web.entries())
+    assert client.llen(keys.crawl_key("timeline")) >= 2
+
+
+def frontier_command(*args: str, settings: dict[str, object]) -> subprocess.CompletedProcess[str]:
+    command = [*crawl_command()[:3], "frontier", *args]
+    for name, value in settings.items():
+        command += ["-s", f"{name}={value}"]
+    return subprocess.run(command, cwd=ROOT, env=crawl_env(), capture_output=True, text=True, timeout=120,
+                          check=False)
+
+
+def test_frontier_command_seed_stats_hosts_drain_report_reset(
+    mockweb_factory: Any, redis_server: RedisServer, crawl_id: str, tmp_path: Path
+) -> None:
+    spec = WebSpec(hosts=6, sizes="uniform:5", fanout=2, nav=1, cross=1)
+    web = mockweb_factory(spec)
+    settings: dict[str, object] = {"REDIS_URL": redis_server.url, "FRONTIER_CRAWL_ID": crawl_id}
+    missing = frontier_command("stats", settings={**settings, "FRONTIER_CRAWL_ID": crawl_id + "x"})
+    assert missing.returncode == 2 and missing.stderr.startswith("error: FRONTIER_CRAWL_ID: no crawl")
+    unreachable = frontier_command("stats", settings={"REDIS_URL": "redis://127.0.0.1:1/0"})
+    assert unreachable.returncode == 2 and "cannot reach Redis" in unreachable.stderr
+
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("".join(web.url(h) + "\n" for h in range(6)))
+    seeded = frontier_command("seed", str(seeds), "ftp://nope/", settings=settings)
+    assert seeded.returncode == 2 and "not an http(s) URL" in seeded.stderr
+    seeded = frontier_command("seed", str(seeds), settings=settings)
+    assert seeded.returncode == 0, seeded.stderr
+    assert "6 seeds added, 0 already known" in seeded.stdout
+    again = frontier_command("seed", web.url(0), settings=settings)
+    assert "0 seeds added, 1 already known" in again.stdout
+    stats = frontier_command("stats", settings=settings)
+    assert re.search(r"queued URLs\s+6\b", stats.stdout), stats.stdout
+
+    # A worker with no seeds of its own crawls what the command seeded.
+    result = run_crawl(settings={**settings, "FRONTIER_MIN_DELAY": 0.05, "PROGRESS_INTERVAL": 1,
+                                 "CRAWL_DATA_DIR": tmp_path / "data"})
+    assert result.returncode == 0 and "'finish_reason': 'finished'" in result.stderr, result.stderr[-3000:]
+    assert (tmp_path / "data" / crawl_id / "report.html").exists()
+    stats = frontier_command("stats", settings=settings)
+    assert re.search(r"pages fetched\s+\d+", stats.stdout) and "status codes" in stats.stdout
+    assert re.search(r"queued URLs\s+0\b", stats.stdout), stats.stdout
+    hosts = frontier_command("hosts", "--top", "3", settings=settings)
+    assert hosts.returncode == 0
+    lines = hosts.stdout.strip().splitlines()
+    assert lines[0].split()[:3] == ["host", "pages", "queued"] and len(lines) == 4
+
+    # Drain: a running worker stops claiming and closes; resume undoes it.
+    seeds2 = tmp_path / "seeds2.txt"
+    big = mockweb_factory(WebSpec(hosts=4, sizes="uniform:200", fanout=2, nav=1, cross=0))
+    seeds2.write_text("".join(big.url(h) + "\n" for h in range(4)))
+    crawl2 = crawl_id + "d"
+    settings2: dict[str, object] = {"REDIS_URL": redis_server.url, "FRONTIER_CRAWL_ID": crawl2}
+    worker = subprocess.Popen(
+        crawl_command("-a", f"seeds={seeds2}", settings={**settings2, "FRONTIER_MIN_DELAY": 0.2,
+                                                          "FRONTIER_IDLE_POLL": 0.2}),
+        cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 60
+    while len(big.entries()) < 8 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    drained = frontier_command("drain", settings=settings2)
+    assert drained.returncode == 0 and "is draining" in drained.stdout
+    _, stderr = worker.communicate(timeout=60)
+    assert worker.returncode == 0 and "'frontier/drained': True" in stderr, stderr[-3000:]
+    left = frontier_command("stats", settings=settings2)
+    assert "(draining)" in left.stdout
+    queued = int(re.search(r"queued URLs\s+([\d,]+)", left.stdout).group(1).replace(",", ""))  # type: ignore[union-attr]
+    assert queued > 0, "nothing was lost: the rest is still queued"
+    assert frontier_command("drain", "--resume", settings=settings2).returncode == 0
+    assert "(draining)" not in frontier_command("stats", settings=settings2).stdout
+
+    out = tmp_path / "on-demand.html"
+    report = frontier_command("report", "--out", str(out), settings=settings)
+    assert report.returncode == 0 and out.exists()
+
+    # Reset deletes one crawl's keys, and only them.
+    client = redis_server.client()
+    neighbours = [f"frontier:{{{crawl_id}2}}:meta", f"frontier:{{{crawl_id}.x}}:meta"]
+    for key in neighbours:
+        client.set(key, 1)
+    refused = frontier_command("reset", settings=settings)
+    assert refused.returncode == 2 and "--crawl-id" in refused.stderr
+    dry = frontier_command("reset", "--crawl-id", crawl_id, settings=settings)
+    assert re.search(r"has \d+ keys; add --yes", dry.stdout)
+    done = frontier_command("reset", "--crawl-id", crawl_id, "--yes", settings=settings)
+    assert done.returncode == 0 and "deleted" in done.stdout
+    assert not list(client.scan_iter(match=f"frontier:{{{crawl_id}}}*"))
+    assert not list(client.scan_iter(match=f"frontier:{{{crawl_id}.0}}*"))
+    assert all(client.exists(key) for key in neighbours)
+    assert client.exists(FrontierKeys(crawl2).crawl_key("meta"))
+
+
+def png_is_blank(png: bytes) -> bool:
+    """A screenshot of one flat colour compresses to (nearly) a single byte value once inflated."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    data = b""
+    offset = 8
+    while offset < len(png):
+        length = int.from_bytes(png[offset:offset + 4], "big")
+        kind = png[offset + 4:offset + 8]
+        if kind == b"IDAT":
+            data += png[offset + 8:offset + 8 + length]
+        offset += 12 + length
+    raw = zlib.decompress(data)
+    return len(set(raw)) < 16
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed (make test installs it)")
+def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
+    samples = [Sample(1000.0 + 30 * i, f"w{i % 2}", 40 + i, i % 3, 2, 500 - i, 4, 8, 2) for i in range(40)]
+    data = ReportData("render", 2000.0, totals_from_stats(STATS), samples, FrontierFigures(480, 4, 8, 2, 900, 3),
+                      [])
+    page = tmp_path / "report.html"
+    page.write_text(render(data))
+    shot = tmp_path / "shot.png"
+    result = subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--no-first-run", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}",
+         "--window-size=1400,1200", "--enable-logging=stderr", "--v=0", f"--screenshot={shot}", page.as_uri()],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert shot.exists() and shot.stat().st_size > 5000
+    assert not png_is_blank(shot.read_bytes())
+    console_errors = [line for line in result.stderr.splitlines() if "CONSOLE" in line and "ERROR" in line.upper()]
+    assert not console_errors, console_errors
+    blank = tmp_path / "blank.html"
+    blank.write_text("<html><body style='background:#fff'></body></html>")
+    blank_shot = tmp_path / "blank.png"
+    subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--no-first-run", f"--user-data-dir={tmp_path / 'profile2'}",
+         f"--screenshot={blank_shot}", blank.as_uri()],
+        capture_output=True, timeout=120, check=True,
+    )
+    assert png_is_blank(blank_shot.read_bytes()), "the blank check tells a blank page from the report"
