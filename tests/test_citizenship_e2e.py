@@ -314,7 +314,7 @@ def test_placeholder_user_agent_stops_at_the_first_foreign_host_and_keeps_the_ur
     assert not [e for e in web.entries() if not e.host.startswith("127.20.")]
 
 
-def test_dead_letter_listing_is_empty_for_unknown_crawl(redis_server: RedisServer, tmp_path: Path) -> None:
+def test_dead_letter_listing_of_an_unknown_crawl_is_one_clear_line(redis_server: RedisServer, tmp_path: Path) -> None:
     import subprocess
 
     from tests.conftest import ROOT, crawl_env
@@ -324,5 +324,7 @@ def test_dead_letter_listing_is_empty_for_unknown_crawl(redis_server: RedisServe
          "-s", "FRONTIER_CRAWL_ID=nothing-here"],
         cwd=ROOT, env=crawl_env(), capture_output=True, text=True, check=False,
     )
-    assert result.returncode == 0
-    assert "no dead letters" in result.stdout
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"error: FRONTIER_CRAWL_ID: no crawl 'nothing-here' in Redis at {redis_server.url}"
+    )

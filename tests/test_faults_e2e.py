@@ -119,7 +119,11 @@ def test_sigkill_one_worker_the_others_take_its_leases(
     web = mockweb_factory(SPEC)
     seeds = ",".join(web.url(h) for h in SEED_HOSTS)
     settings = settings_for(redis_server.url, crawl_id, tmp_path / "data")
-    workers = start_workers(3, seeds, settings)
+    # The worker to kill starts first and is in full swing (holding leases)
+    # when the others join and when it dies.
+    workers = start_workers(1, seeds, settings)
+    wait_for_log(web, 40, workers[0])
+    workers += start_workers(2, seeds, settings)
     wait_for_log(web, 120, workers[0])
     workers[0].send_signal(signal.SIGKILL)
     workers[0].wait()
