@@ -614,6 +614,9 @@ def test_storing_a_page_twice_is_storing_it_once(run: Callable[..., None]) -> No
         # The same page again (a lease expired and the URL was fetched again): nothing changes.
         again = await store.record(url, host, fetch(t + 45))
         assert again.repeat and not first.repeat
+        # The first worker's record arriving after the second's (it waited out a Redis outage).
+        late = await store.record(url, host, fetch(t - 5))
+        assert late.repeat and late.observations == first.observations
         assert (again.observations, again.changes, again.host_pages) == (first.observations, first.changes, 1)
         assert await h.client.hget(store.host_key(host), url_field(url)) == stored
         # A revisit after the window is an observation; new content inside the window is one too.

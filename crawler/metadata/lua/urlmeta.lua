@@ -6,8 +6,9 @@
 --       URL's Bloom positions, little-endian uint32; '' = none), sketch cells,
 --       repeat window (seconds; 0 = none)
 -- A repeat delivery changes nothing: a fetch with the stored status and
--- payload digest, less than the repeat window after the stored fetch (a URL
--- fetched again because its lease expired, or a record stored twice), leaves
+-- payload digest, less than the repeat window from the stored fetch, before or
+-- after it (a URL fetched again because its lease expired, whose two records
+-- may arrive in either order, or a record stored twice), leaves
 -- the record and the host's counters as they are, so storing a page twice is
 -- the same as storing it once.
 -- A 304 Not Modified keeps the last content fields: an unchanged observation.
@@ -55,7 +56,7 @@ local changed, previous = -1, 0
 if old_packed then
   local old = cmsgpack.unpack(old_packed)
   local since = (new[FETCHED] or 0) - (old[FETCHED] or 0)
-  if window > 0 and since >= 0 and since < window and new[4] == old[4]
+  if window > 0 and math.abs(since) < window and new[4] == old[4]
       and type(new[DIGEST]) == 'string' and #new[DIGEST] == 8 and new[DIGEST] == old[DIGEST] then
     local counts = redis.call('HMGET', quality, host .. '|n', host .. '|e', host .. '|d')
     return {0, old[OBS] or 0, old[CHANGES] or 0, old[FETCHED] or 0, old[FIRST] or 0, inlink_count(),
