@@ -26,9 +26,12 @@ STATS = {
     "downloader/response_count": 120,
     "downloader/response_bytes": 50_000,
     "downloader/response_status_count/200": 100,
-    "downloader/response_status_count/404": 15,
+    "downloader/response_status_count/404": 18,
+    "robots/status/404": 3,
     "downloader/response_status_count/503": 5,
     "downloader/exception_type_count/builtins.TimeoutError": 2,
+    "downloader/exception_type_count/crawler.frontier.outcome.Rescheduled": 40,
+    "downloader/exception_type_count/scrapy.exceptions.IgnoreRequest": 9,
     "downloader/latency_le/0.05": 90,
     "downloader/latency_le/0.1": 25,
     "downloader/latency_le/+Inf": 5,
@@ -43,10 +46,11 @@ STATS = {
 def test_totals_from_stats_and_delta() -> None:
     totals = totals_from_stats(STATS)
     assert totals["pages"] == 120 and totals["bytes"] == 50_000
-    assert totals["status:404"] == 15
+    assert totals["status:404"] == 18  # every response; the robots.txt 404s are not errors
     assert totals["error:http_4xx"] == 15 and totals["error:http_5xx"] == 5 and totals["error:TimeoutError"] == 2
     assert totals["latency:0.05"] == 90 and totals["latency:+Inf"] == 5
     assert "start_time" not in str(totals)
+    assert not any("Rescheduled" in key or "IgnoreRequest" in key for key in totals), "control flow, not errors"
     later = dict(totals, pages=130, **{"status:200": 110})
     assert delta(later, totals) == {"pages": 10, "status:200": 10}
     assert [n for _, n in latency_buckets(totals)][:4] == [0, 0, 90, 25]
@@ -90,7 +94,8 @@ def test_collector_exposes_stable_names() -> None:
     text = generate_latest(registry).decode()
     for expected in (
         'crawler_pages_total{crawl="c1"} 120.0',
-        'crawler_responses_total{crawl="c1",status="404"} 15.0',
+        'crawler_responses_total{crawl="c1",status="404"} 18.0',
+        'crawler_errors_total{class="http_4xx",crawl="c1"} 15.0',
         'crawler_errors_total{class="TimeoutError",crawl="c1"} 2.0',
         'crawler_duplicates_total{crawl="c1",kind="near"} 4.0',
         'crawler_fetch_latency_seconds_bucket{crawl="c1",le="0.1"} 115.0',

@@ -16,6 +16,11 @@ from crawler.middlewares.stats import LATENCY_BOUNDS
 STATUS_PREFIX = "downloader/response_status_count/"
 EXCEPTION_PREFIX = "downloader/exception_type_count/"
 LATENCY_PREFIX = "downloader/latency_le/"
+ROBOTS_STATUS_PREFIX = "robots/status/"
+
+#: Exceptions that end a request on purpose (a URL sent back to the frontier,
+#: a URL refused by a rule): counted elsewhere, not errors.
+NOT_ERRORS = frozenset({"Rescheduled", "IgnoreRequest"})
 
 #: Shared counter name <- stats key, for the plain ones.
 _PLAIN = {
@@ -32,7 +37,8 @@ _PLAIN = {
 
 def totals_from_stats(stats: Mapping[str, object]) -> dict[str, float]:
     """The shared counters in a worker's stats: pages, bytes, ``status:<code>``,
-    ``latency:<bound>``, ``error:<class>`` (HTTP 4xx/5xx and exception classes), duplicates..."""
+    ``latency:<bound>``, ``error:<class>`` (HTTP 4xx/5xx of pages, not of robots.txt, and exception
+    classes), duplicates..."""
     out: dict[str, float] = {}
     for name, key in _PLAIN.items():
         value = stats.get(key)
@@ -45,10 +51,17 @@ def totals_from_stats(stats: Mapping[str, object]) -> dict[str, float]:
             status = key[len(STATUS_PREFIX):]
             out[f"status:{status}"] = value
             if status[:1] in ("4", "5"):
-                name = f"error:http_{status[0]}xx"
-                out[name] = out.get(name, 0) + value
+                # robots.txt answers (a 404 is the usual "no rules") are not page errors.
+                robots = stats.get(f"{ROBOTS_STATUS_PREFIX}{status}")
+                value -= robots if isinstance(robots, int | float) else 0
+                if value:
+                    name = f"error:http_{status[0]}xx"
+                    out[name] = out.get(name, 0) + value
         elif key.startswith(EXCEPTION_PREFIX):
-            name = f"error:{key[len(EXCEPTION_PREFIX):].rsplit('.', 1)[-1]}"
+            short = key[len(EXCEPTION_PREFIX):].rsplit(".", 1)[-1]
+            if short in NOT_ERRORS:
+                continue
+            name = f"error:{short}"
             out[name] = out.get(name, 0) + value
         elif key.startswith(LATENCY_PREFIX):
             out[f"latency:{key[len(LATENCY_PREFIX):]}"] = value
