@@ -98,3 +98,85 @@ def test_bad_cluster_configuration_names_the_setting(settings: dict[str, object]
     )
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr.startswith("error: ") and message in result.stderr, result.stderr
+
+
+def move_slot(cluster: RedisClusterServers, slot: int) -> tuple[int, int]:
+    """Migrate one hash slot, keys and all, to another primary (the documented manual procedure).
+
+    Returns (old owner port, new owner port).
+    """
+    clients = {port: redis.Redis(port=port) for port in cluster.ports}
+    ids = {port: client.execute_command("CLUSTER", "MYID").decode() for port, client in clients.items()}
+    owner = next(
+        port for port in cluster.ports
+        if any(start <= slot <= end for start, end, master, *_ in clients[port].execute_command("CLUSTER", "SLOTS")
+               if master[1] == port)
+    )
+    target = next(port for port in cluster.ports if port != owner)
+    clients[target].execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[owner])
+    clients[owner].execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[target])
+    while keys := clients[owner].execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
+        clients[owner].execute_command("MIGRATE", "127.0.0.1", target, "", 0, 5000, "KEYS", *keys)
+    for client in clients.values():
+        client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", ids[target])
+    return owner, target
+
+
+def test_a_shard_whose_slot_moved_is_found_on_its_new_node(redis_cluster: RedisClusterServers, crawl_id: str) -> None:
+    import asyncio
+
+    from redis.asyncio.cluster import ClusterNode, RedisCluster
+    from scrapy.settings import Settings
+
+    from crawler.frontier.config import FrontierConfig
+    from crawler.frontier.seen import SeenConfig
+    from crawler.frontier.store import Completion, RedisFrontier
+    from crawler.metadata.store import UrlMetadataStore, UrlRecord, UrlState
+    from crawler.redisconn.link import SlotMovedError
+    from crawler.urls import url_fingerprint
+
+    keys = FrontierKeys(crawl_id, 3)
+    config = FrontierConfig.from_settings(Settings({"FRONTIER_MIN_DELAY": 0, "FRONTIER_DELAY_FACTOR": 0}), crawl_id)
+    seen = SeenConfig.sized(10_000, 0.01)
+
+    async def main() -> None:
+        client = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", port) for port in redis_cluster.ports])
+        await client.initialize()
+        frontier = RedisFrontier(client, keys, config, seen=seen)
+        await frontier.prepare()
+        router = ShardRouter(crawl_id, 1)
+        router.keys = [keys]  # every host in shard 3, the one whose slot moves
+        metadata = UrlMetadataStore(client, router)
+        await metadata.open()
+        urls = [f"http://h{i}.test/" for i in range(20)]
+        added, _ = await frontier.enqueue(
+            [frontier.entry(url_fingerprint(u), f"h{i}.test", f"h{i}.test", 1, u.encode()) for i, u in enumerate(urls)]
+        )
+        assert added == 20
+        await metadata.record(urls[0], "h0.test", UrlRecord(UrlState.FETCHED, 1, 200, b"D" * 8, b"S" * 8))
+        slot = client.keyslot(keys.leases)
+        old, new = move_slot(redis_cluster, slot)
+        assert old != new
+        # The frontier's connection still points at the old node: MOVED, the map is
+        # refreshed, and the step sent again reaches the new node with every URL.
+        now = 10**12
+        with pytest.raises(SlotMovedError):
+            await frontier.claim(now, 50)
+        claimed = (await frontier.claim(now, 50)).claimed
+        assert sorted(blob.decode() for _, blob in claimed) == sorted(urls)
+        assert (await frontier.ack([Completion(lease.member, now, now) for lease, _ in claimed])) == (20, 0)
+        # Batched scripts (the URL metadata store) find the new node too.
+        record = UrlRecord(UrlState.FETCHED, 2, 200, b"E" * 8, b"S" * 8)
+        for attempt in range(2):
+            try:
+                observation = await metadata.record(urls[0], "h0.test", record)
+                break
+            except SlotMovedError:
+                assert attempt == 0
+        assert observation.observations == 2
+        assert client.get_node_from_key(keys.leases).port == new
+        await metadata.close()
+        await frontier.close()
+        await client.aclose()
+
+    asyncio.run(main())

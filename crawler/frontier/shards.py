@@ -13,8 +13,10 @@ hosts of a registered domain share a shard, so the per-domain page budget is
 one counter checked inside the enqueue script, and a host's politeness state
 is in exactly one place. Shards are mapped to cluster nodes by Redis itself
 (hash slots): adding a node and moving slots to it (``redis-cli --cluster
-rebalance``) moves whole shards, and no host ever changes shard, so nothing
-is re-hashed or copied by the crawler. Use several shards per primary (the
+rebalance``, with the crawl drained: the scripts reach undeclared keys of
+their slot, which a migration in progress may already have moved) moves
+whole shards, and no host ever changes shard, so nothing is re-hashed or
+copied by the crawler. Use several shards per primary (the
 default on a cluster is 16) so that slots can be balanced.
 
 The default is 1 shard on a single Redis (sharding buys nothing there) and
