@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import signal
+import socket
 import subprocess
 import time
 from collections import Counter
@@ -220,6 +221,8 @@ def test_two_workers_share_one_frontier(
         (["-a", "urls=http://127.0.0.1:9/"], {"PRIVATE_NETWORKS_ALLOWLIST": "10.0.0.0/33"},
          ["PRIVATE_NETWORKS_ALLOWLIST", "not a CIDR range"]),
         (["-a", "urls=http://127.0.0.1:9/"], {"RETRY_MAX_RETRIES": "-1"}, ["RETRY_MAX_RETRIES", "at least 0"]),
+        (["-a", "urls=http://127.0.0.1:9/"], {"METRICS_PORT": "{busy}"}, ["METRICS_PORT", "cannot listen on"]),
+        (["-a", "urls=http://127.0.0.1:9/"], {"METRICS_PORT": "70000"}, ["METRICS_PORT", "not a TCP port"]),
     ],
 )
 def test_bad_configuration_is_one_clear_line(
@@ -228,8 +231,15 @@ def test_bad_configuration_is_one_clear_line(
     empty = tmp_path / "empty.txt"
     empty.write_text("\n# no urls\n")
     args = [arg.format(empty=empty) for arg in args]
+    busy = socket.socket()  # a port something else already listens on
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    settings = {name: str(value).format(busy=busy.getsockname()[1]) for name, value in settings.items()}
     settings = {"CRAWL_DATA_DIR": tmp_path / "data", **settings}
-    result = run_crawl(*args, settings=settings, timeout=60)
+    try:
+        result = run_crawl(*args, settings=settings, timeout=60)
+    finally:
+        busy.close()
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()

@@ -11,6 +11,7 @@ Everything else is Scrapy's command unchanged.
 from __future__ import annotations
 
 import shutil
+import socket
 import sys
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,7 @@ from crawler.netguard import AddressPolicy
 from crawler.politeness.backoff import BackoffPolicy
 from crawler.redisconn.config import RedisConfig
 from crawler.robots.policy import RobotsConfig
+from crawler.settings_parsing import get_int
 from crawler.urls import host_of
 from crawler.urls.filters import FilterConfig
 
@@ -36,6 +38,22 @@ if TYPE_CHECKING:
     import argparse
 
     from scrapy.settings import BaseSettings
+
+
+def check_metrics_port(settings: BaseSettings) -> None:
+    """``METRICS_PORT``: a TCP port this machine lets the crawl listen on (0: no endpoint)."""
+    port = get_int(settings, "METRICS_PORT", 0, minimum=0)
+    if not port:
+        return
+    host = str(settings.get("METRICS_HOST") or "127.0.0.1")
+    if port > 65535:
+        raise ConfigurationError("METRICS_PORT", f"not a TCP port: {port}")
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:
+        raise ConfigurationError("METRICS_PORT", f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 def preflight(settings: BaseSettings, spider_cls: type, spider_name: str, spider_args: dict[str, str]) -> None:
@@ -56,6 +74,7 @@ def preflight(settings: BaseSettings, spider_cls: type, spider_name: str, spider
             read_hosts_file(str(hosts_file))
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigurationError("DNS_HOSTS_FILE", f"cannot read {hosts_file!r}: {exc}") from None
+    check_metrics_port(settings)
     if settings.get("SCHEDULER") != "crawler.frontier.scheduler.FrontierScheduler":
         return
     crawl_id = str(settings.get("FRONTIER_CRAWL_ID") or spider_name)
