@@ -16,10 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -29,10 +26,10 @@ sys.path.insert(0, str(ROOT))
 from redis.asyncio import Redis  # noqa: E402
 from selectolax.lexbor import LexborHTMLParser  # noqa: E402
 
+from benchmarks.scratch_redis import scratch_redis  # noqa: E402
 from crawler.dedup.index import DedupIndex  # noqa: E402
 from crawler.dedup.text import simhash64, visible_text, words  # noqa: E402
 from crawler.warc.records import payload_digest  # noqa: E402
-from tests.support.mockweb import free_port  # noqa: E402
 
 EDITS = ("timestamp", "banner", "token", "all three")
 
@@ -117,19 +114,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bases", type=int, default=2000)
     args = parser.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="dedup-bench-"))
-    port = free_port()
-    server = subprocess.Popen(
-        [shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", str(workdir)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    try:
+    with scratch_redis() as (_, port):
         asyncio.run(run(args.bases, port))
-    finally:
-        server.terminate()
-        server.wait()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -14,10 +14,7 @@ import argparse
 import asyncio
 import hashlib
 import random
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,19 +22,13 @@ sys.path.insert(0, str(ROOT))
 
 from redis.asyncio import Redis  # noqa: E402
 
+from benchmarks.scratch_redis import scratch_redis  # noqa: E402
 from crawler.frontier.shards import ShardRouter  # noqa: E402
 from crawler.metadata.store import UrlMetadataStore, UrlRecord, UrlState  # noqa: E402
-from tests.support.mockweb import free_port  # noqa: E402
 
 
 async def measure(port: int, urls: int, per_host: int, label: str) -> None:
     client = Redis(host="127.0.0.1", port=port)
-    for _ in range(100):
-        try:
-            await client.ping()
-            break
-        except OSError:
-            await asyncio.sleep(0.05)
     store = UrlMetadataStore(client, ShardRouter("meta-bench"))
     await store.open()
     rng = random.Random(3)
@@ -77,19 +68,8 @@ def main() -> None:
     for label, extra in (("default Redis config", []),
                          ("embedded server config", ["--hash-max-listpack-entries", "512",
                                                      "--hash-max-listpack-value", "128"])):
-        workdir = Path(tempfile.mkdtemp(prefix="meta-bench-"))
-        port = free_port()
-        server = subprocess.Popen(
-            [shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(workdir), *extra],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        try:
+        with scratch_redis(*extra) as (_, port):
             asyncio.run(measure(port, args.urls, args.per_host, label))
-        finally:
-            server.terminate()
-            server.wait()
-            shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

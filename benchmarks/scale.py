@@ -50,6 +50,7 @@ import redis  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
 from scrapy.settings import Settings  # noqa: E402
 
+from benchmarks.scratch_redis import scratch_redis  # noqa: E402
 from benchmarks.throughput import (  # noqa: E402
     CONCURRENCY,
     RunResult,
@@ -58,7 +59,6 @@ from benchmarks.throughput import (  # noqa: E402
     crawler_command,
     measure,
     print_table,
-    wait_port,
 )
 from crawler.frontier.codec import RequestCodec  # noqa: E402
 from crawler.frontier.config import FrontierConfig  # noqa: E402
@@ -68,26 +68,12 @@ from crawler.frontier.store import Completion, RedisFrontier  # noqa: E402
 from crawler.urls import url_fingerprint  # noqa: E402
 from tests.support.mockweb import WebSpec, host_ip  # noqa: E402
 
+#: As the embedded server runs: intsets for the exact seen store (both sides of the comparison get it).
+EMBEDDED_LIKE = ("--set-max-intset-entries", "4096")
+
 #: (hosts, queued URLs per host) of the claim/ack runs.
 FRONTIER_SIZES = ((100, 1000), (10_000, 10), (100_000, 10))
 CLAIM = 32
-
-
-def start_redis(workdir: Path, name: str) -> tuple[subprocess.Popen[bytes], int]:
-    from tests.support.mockweb import free_port
-
-    port = free_port()
-    directory = workdir / name
-    directory.mkdir()
-    process = subprocess.Popen(
-        [shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind", "127.0.0.1",
-         "--dir", str(directory), "--save", "", "--appendonly", "no",
-         # As the embedded server runs: intsets for the exact seen store.
-         "--set-max-intset-entries", "4096", "--logfile", str(directory / "redis.log")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    wait_port("127.0.0.1", port)
-    return process, port
 
 
 def used_memory(port: int) -> int:
@@ -195,8 +181,12 @@ async def claim_ack(
     return operations / elapsed, 1e6 * cpu / max(operations / 2, 1)
 
 
-async def frontier_runs(workdir: Path, seconds: float) -> tuple[list[str], int]:
-    process, port = start_redis(workdir, "frontier-redis")
+async def frontier_runs(seconds: float) -> tuple[list[str], int]:
+    with scratch_redis(*EMBEDDED_LIKE) as (process, port):
+        return await _frontier_runs(process, port, seconds)
+
+
+async def _frontier_runs(process: subprocess.Popen[bytes], port: int, seconds: float) -> tuple[list[str], int]:
     server = psutil.Process(process.pid)
     lines = []
     client = Redis(port=port)
@@ -224,19 +214,16 @@ async def frontier_runs(workdir: Path, seconds: float) -> tuple[list[str], int]:
             await frontier.close()
     finally:
         await client.aclose()
-        process.terminate()
-        process.wait(timeout=30)
     return lines, queued_bytes
 
 
-def scrapy_redis_bytes(workdir: Path, count: int) -> int:
+def scrapy_redis_bytes(count: int) -> int:
     """Redis memory of ``count`` requests stored by scrapy-redis (its own encoding and fingerprints)."""
     from scrapy import Request, Spider
     from scrapy_redis.dupefilter import RFPDupeFilter
     from scrapy_redis.queue import PriorityQueue
 
-    process, port = start_redis(workdir, "scrapy-redis")
-    try:
+    with scratch_redis(*EMBEDDED_LIKE) as (_, port):
         server = redis.Redis(port=port)
 
         class Web(Spider):
@@ -262,9 +249,6 @@ def scrapy_redis_bytes(workdir: Path, count: int) -> int:
                     pipe.execute()
         pipe.execute()
         return used_memory(port) - before
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 def main() -> None:
@@ -279,9 +263,9 @@ def main() -> None:
         if not args.skip_crawls:
             summary += crawl_runs(workdir, args.seconds)
         print()
-        frontier_lines, ours = asyncio.run(frontier_runs(workdir, args.claim_seconds))
+        frontier_lines, ours = asyncio.run(frontier_runs(args.claim_seconds))
         summary += frontier_lines
-        theirs = scrapy_redis_bytes(workdir, 1_000_000)
+        theirs = scrapy_redis_bytes(1_000_000)
         summary.append(
             f"memory at 1,000,000 queued URLs: crawler {ours / 1e6:.1f} bytes/URL, "
             f"scrapy-redis {theirs / 1e6:.1f} bytes/URL -> {ours / theirs:.2f} of scrapy-redis's bytes"

@@ -22,10 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Coroutine
 from pathlib import Path
@@ -38,6 +35,7 @@ import psutil  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
 from scrapy import Spider  # noqa: E402
 
+from benchmarks.scratch_redis import scratch_redis  # noqa: E402
 from crawler.frontier.codec import RequestCodec  # noqa: E402
 from crawler.frontier.config import FrontierConfig  # noqa: E402
 from crawler.frontier.keys import FrontierKeys  # noqa: E402
@@ -46,7 +44,6 @@ from crawler.frontier.store import EnqueueEntry, RedisFrontier, StepResult  # no
 from crawler.urls import url_fingerprint  # noqa: E402
 from crawler.urls.domains import RegisteredDomains  # noqa: E402
 from crawler.urls.filters import Dropped, FilterConfig, UrlFilter  # noqa: E402
-from tests.support.mockweb import free_port  # noqa: E402
 
 
 class _Spider(Spider):
@@ -159,28 +156,11 @@ async def main() -> None:
     parser.add_argument("--urls", type=int, default=1_000_000)
     parser.add_argument("--pages", type=int, default=4000)
     args = parser.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="seen-bench-"))
-    port = free_port()
-    server = subprocess.Popen(
-        [shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", str(workdir)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    try:
+    with scratch_redis() as (server, port):
         client = Redis(host="127.0.0.1", port=port)
-        for _ in range(100):
-            try:
-                await client.ping()
-                break
-            except OSError:
-                await asyncio.sleep(0.05)
         await memory(client, args.urls)
         await throughput(client, args.pages, 50, 0.2, psutil.Process(server.pid))
         await client.aclose()
-    finally:
-        server.terminate()
-        server.wait()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -66,9 +66,7 @@ from collections import deque
 from collections.abc import Coroutine, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from scrapy import Request, Spider
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.utils.defer import deferred_from_coro
@@ -96,6 +94,7 @@ from crawler.policy.clock import CrawlClock
 from crawler.policy.priority import PriorityPolicy, PrioritySignals
 from crawler.policy.recrawl import RecrawlMode, lastmod_epoch
 from crawler.politeness.backoff import BackoffPolicy
+from crawler.redisconn.outage import REDIS_DOWN
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
 from crawler.settings_parsing import get_float
 from crawler.sitemaps import FROM_SITEMAP_META, SITEMAP_LASTMOD_META, SITEMAP_META
@@ -114,7 +113,6 @@ logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
-_REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
 
 #: ``Request.meta`` key: check this URL against the exact seen store only (sitemap URLs).
 EXACT_SEEN_META = "frontier_exact_seen"
@@ -296,7 +294,7 @@ class FrontierScheduler(BaseScheduler):
                     self.stats.inc_value("frontier/released", result.released)
                     for pending in (self._enqueues, self._completions, self._touches, releases):
                         pending.pop(shard, None)
-            except _REDIS_DOWN as exc:
+            except REDIS_DOWN as exc:
                 logger.warning("Frontier close: Redis unreachable (%s), attempt %d of 3", exc, attempt + 1)
                 await asyncio.sleep(1.0 + attempt * 2)
                 continue
@@ -553,7 +551,7 @@ class FrontierScheduler(BaseScheduler):
             self._wake.clear()
             try:
                 await self._cycle()
-            except _REDIS_DOWN as exc:
+            except REDIS_DOWN as exc:
                 self.stats.inc_value("frontier/redis_errors")
                 logger.warning("Frontier Redis unreachable (%s); retrying in %.1f s", exc, backoff)
                 await asyncio.sleep(backoff)

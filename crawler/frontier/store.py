@@ -177,6 +177,31 @@ class FrontierCounts:
     ready_hosts: int
     seen: int
     front: tuple[int, ...] = field(default=())
+    #: Revisits in the due set.
+    due: int = 0
+
+
+async def read_counts(client: AnyRedis, keys: FrontierKeys, levels: int = 0) -> FrontierCounts:
+    """One shard's counters and sizes (a few O(1) reads), with the length of ``levels`` front queues."""
+    pipe = client.pipeline(transaction=False)
+    pipe.get(keys.queued)
+    pipe.zcard(keys.leases)
+    pipe.scard(keys.active)
+    pipe.zcard(keys.ready)
+    pipe.get(keys.key("seencount"))
+    pipe.zcard(keys.due)
+    for level in range(levels):
+        pipe.llen(keys.front(level))
+    replies = await pipe.execute()
+    return FrontierCounts(
+        queued=int(replies[0] or 0),
+        leased=int(replies[1]),
+        active_hosts=int(replies[2]),
+        ready_hosts=int(replies[3]),
+        seen=int(replies[4] or 0),
+        front=tuple(int(x) for x in replies[6:]),
+        due=int(replies[5]),
+    )
 
 
 def _clean(text: str) -> str:
@@ -521,21 +546,4 @@ class RedisFrontier:
     # -- inspection ------------------------------------------------------------------
 
     async def counts(self) -> FrontierCounts:
-        keys = self.keys
-        pipe = self.client.pipeline(transaction=False)
-        pipe.get(keys.queued)
-        pipe.zcard(keys.leases)
-        pipe.scard(keys.active)
-        pipe.zcard(keys.ready)
-        pipe.get(keys.key("seencount"))
-        for level in range(self.config.levels):
-            pipe.llen(keys.front(level))
-        replies = await pipe.execute()
-        return FrontierCounts(
-            queued=int(replies[0] or 0),
-            leased=int(replies[1]),
-            active_hosts=int(replies[2]),
-            ready_hosts=int(replies[3]),
-            seen=int(replies[4] or 0),
-            front=tuple(int(x) for x in replies[5:]),
-        )
+        return await read_counts(self.client, self.keys, self.config.levels)

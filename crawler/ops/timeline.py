@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 
 from crawler.frontier.keys import FrontierKeys
+from crawler.redisconn.resp import text
 
 if TYPE_CHECKING:
     from crawler.redisconn.link import AnyRedis
@@ -89,7 +90,7 @@ class Timeline:
 
     async def totals(self) -> dict[str, float]:
         raw: dict[Any, Any] = await self.client.hgetall(self.totals_key)
-        return {_text(key): float(value) for key, value in raw.items()}
+        return {text(key): float(value) for key, value in raw.items()}
 
     async def samples(self) -> list[Sample]:
         blobs: list[Any] = await self.client.lrange(self.timeline_key, 0, -1)
@@ -98,8 +99,4 @@ class Timeline:
     async def workers(self, since: float) -> list[tuple[str, float]]:
         """Workers that reported at or after ``since`` (epoch s), with their last report time."""
         rows: list[Any] = await self.client.zrangebyscore(self.workers_key, since, "+inf", withscores=True)
-        return [(_text(worker), float(at)) for worker, at in rows]
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+        return [(text(worker), float(at)) for worker, at in rows]

@@ -13,27 +13,25 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from crawler.frontier.shards import ShardRouter
+from crawler.frontier.store import read_counts
 from crawler.ops.figures import FrontierFigures
+from crawler.redisconn.resp import text
 
 if TYPE_CHECKING:
     from crawler.redisconn.link import AnyRedis
 
 
-async def frontier_figures(client: AnyRedis, router: ShardRouter, levels: int = 4) -> FrontierFigures:
+async def frontier_figures(client: AnyRedis, router: ShardRouter) -> FrontierFigures:
     """Queued, leased, active and ready hosts, seen and due URLs, summed over shards."""
-    totals = [0, 0, 0, 0, 0, 0]
-    for keys in router.keys:
-        pipe = client.pipeline(transaction=False)
-        pipe.get(keys.queued)
-        pipe.zcard(keys.leases)
-        pipe.scard(keys.active)
-        pipe.zcard(keys.ready)
-        pipe.get(keys.key("seencount"))
-        pipe.zcard(keys.due)
-        replies = await pipe.execute()
-        for index, reply in enumerate(replies):
-            totals[index] += int(reply or 0)
-    return FrontierFigures(*totals)
+    shards = [await read_counts(client, keys) for keys in router.keys]
+    return FrontierFigures(
+        queued=sum(c.queued for c in shards),
+        leased=sum(c.leased for c in shards),
+        active_hosts=sum(c.active_hosts for c in shards),
+        ready_hosts=sum(c.ready_hosts for c in shards),
+        seen=sum(c.seen for c in shards),
+        due=sum(c.due for c in shards),
+    )
 
 
 @dataclass(frozen=True)
@@ -55,10 +53,6 @@ class HostRow:
         return self.near_duplicates / self.pages if self.pages else 0.0
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
-
-
 async def top_hosts(client: AnyRedis, router: ShardRouter, count: int) -> list[HostRow]:
     """The ``count`` hosts with the most pages fetched, with their queue, timing and quality.
 
@@ -73,7 +67,7 @@ async def top_hosts(client: AnyRedis, router: ShardRouter, count: int) -> list[H
             cursor, batch = await client.hscan(keys.host_quality, cursor, count=500)
             fields: dict[Any, Any] = dict(batch)  # type: ignore[arg-type]
             for field, value in fields.items():
-                host, _, kind = _text(field).rpartition("|")
+                host, _, kind = text(field).rpartition("|")
                 slot = {"n": 0, "e": 1, "d": 2}.get(kind)
                 if slot is not None:
                     counters.setdefault(host, [0, 0, 0])[slot] = int(value)

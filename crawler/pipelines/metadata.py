@@ -14,7 +14,6 @@ priority policy. If Redis cannot answer, the page goes on (counted in
 from __future__ import annotations
 
 import logging
-from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, Self
 
 from redis.exceptions import RedisError
@@ -22,6 +21,7 @@ from scrapy.exceptions import NotConfigured
 
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.shards import ShardRouter
+from crawler.httpheaders import header_value, http_date_epoch
 from crawler.items import PageItem
 from crawler.metadata.hostquality import HostQualityCache
 from crawler.metadata.store import PAGE_ERROR, PAGE_NEAR_DUPLICATE, UrlMetadataStore, UrlRecord, UrlState, digest8
@@ -46,23 +46,6 @@ def repeat_window_setting(settings: Any) -> int:
     minimum = get_float(settings, "RECRAWL_MIN_INTERVAL", 3600.0, minimum=0.0)
     default = int(min(600.0, minimum / 2))
     return get_int(settings, "METADATA_REPEAT_WINDOW", default, minimum=0)
-
-
-def _header(headers: list[tuple[str, str]], name: str) -> str:
-    lowered = name.lower()
-    for key, value in headers:
-        if key.lower() == lowered:
-            return value
-    return ""
-
-
-def _epoch(http_date: str) -> int:
-    if not http_date:
-        return 0
-    try:
-        return int(parsedate_to_datetime(http_date).timestamp())
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return 0
 
 
 class UrlMetadataPipeline:
@@ -132,8 +115,8 @@ class UrlMetadataPipeline:
             status=item.status,
             digest8=digest8(item.payload_digest) if content and item.payload_digest else b"",
             simhash8=item.simhash.to_bytes(8, "big") if content and item.simhash is not None else b"",
-            etag=_header(item.headers, "ETag"),
-            last_modified=_epoch(_header(item.headers, "Last-Modified")),
+            etag=header_value(item.headers, "ETag"),
+            last_modified=http_date_epoch(header_value(item.headers, "Last-Modified")),
             length=len(item.body),
             outlinks=len(item.outlinks),
         )

@@ -22,7 +22,6 @@ goes on unscheduled (``recrawl/unavailable``).
 from __future__ import annotations
 
 import logging
-from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, Self
 
 from redis.exceptions import RedisError
@@ -33,6 +32,7 @@ from crawler.frontier.config import FrontierConfig
 from crawler.frontier.due import DueSchedule, Revisit, due_member
 from crawler.frontier.policy import PriorityLevels
 from crawler.frontier.shards import ShardRouter
+from crawler.httpheaders import header_value, http_date_epoch
 from crawler.items import PageItem
 from crawler.meta import REVISIT_META
 from crawler.metadata.hostquality import HostQualityCache
@@ -53,23 +53,6 @@ logger = logging.getLogger(__name__)
 
 #: Callbacks whose items are revisited.
 _REVISITED = ("parse", "parse_sitemap")
-
-
-def _header(headers: list[tuple[str, str]], name: str) -> str:
-    lowered = name.lower()
-    for key, value in headers:
-        if key.lower() == lowered:
-            return value.strip()
-    return ""
-
-
-def _epoch(http_date: str) -> int:
-    if not http_date:
-        return 0
-    try:
-        return int(parsedate_to_datetime(http_date).timestamp())
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return 0
 
 
 class RecrawlPipeline:
@@ -178,12 +161,12 @@ class RecrawlPipeline:
     @staticmethod
     def _validators(item: PageItem) -> dict[str, Any]:
         """ETag, Last-Modified and capture date to revalidate this capture with."""
-        etag = _header(item.headers, "ETag")
-        last_modified = _epoch(_header(item.headers, "Last-Modified"))
+        etag = header_value(item.headers, "ETag")
+        last_modified = http_date_epoch(header_value(item.headers, "Last-Modified"))
         if item.status == 304:
             # A 304 need not repeat the validators: keep the ones it answered.
-            etag = etag or _header(item.request_headers, "If-None-Match")
-            last_modified = last_modified or _epoch(_header(item.request_headers, "If-Modified-Since"))
+            etag = etag or header_value(item.request_headers, "If-None-Match")
+            last_modified = last_modified or http_date_epoch(header_value(item.request_headers, "If-Modified-Since"))
         # The capture a 304 will stand for: the one holding the payload.
         date = item.revalidated
         if date is None and item.duplicate_of is not None and item.duplicate_of[0] == item.url:

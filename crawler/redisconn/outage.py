@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 #: What a Redis outage looks like from the client (BusyLoadingError is a ConnectionError).
-REDIS_DOWN: tuple[type[BaseException], ...] = (RedisConnectionError, RedisTimeoutError, ConnectionError, OSError)
+REDIS_DOWN: tuple[type[BaseException], ...] = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
 @dataclass(frozen=True)

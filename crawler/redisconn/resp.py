@@ -15,3 +15,8 @@ def command(*args: bytes | str | int) -> bytes:
         data = arg if isinstance(arg, bytes) else arg.encode() if isinstance(arg, str) else b"%d" % arg
         append(b"$%d\r\n%b\r\n" % (len(data), data))
     return b"".join(parts)
+
+
+def text(value: bytes | str | int) -> str:
+    """A reply (bytes with ``decode_responses=False``) as text; undecodable bytes survive as surrogates."""
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)

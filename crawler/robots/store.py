@@ -18,6 +18,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from crawler.robots.policy import RobotsConfig, RobotsRecord, RobotsRules
+from crawler.urls import UrlError, host_of
 
 if TYPE_CHECKING:
     from crawler.frontier.shards import ShardRouter
@@ -25,11 +26,11 @@ if TYPE_CHECKING:
 
 
 def _origin_host(origin: str) -> str:
-    """The host of ``scheme://host[:port]`` (brackets kept for IPv6), as the frontier names it."""
-    rest = origin.partition("://")[2]
-    if rest.startswith("["):
-        return rest[: rest.index("]") + 1]
-    return rest.partition(":")[0]
+    """The host of ``scheme://host[:port]``, as the frontier names it (its shard)."""
+    try:
+        return host_of(origin + "/")
+    except UrlError:
+        return origin
 
 
 class RobotsStore:
