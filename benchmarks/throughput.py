@@ -15,11 +15,14 @@ The comparison runs measure the crawl path the issue names: robots.txt,
 frontier and seen set on, storage pipelines off.
 
 For each run it prints pages/s, CPU seconds per page of the crawling process
-(and of redis-server, separately), peak RSS, and politeness violations counted
+(all of its CPU, start-up and the end-of-crawl report included, over all its
+pages; and "steady": CPU and pages within a window inside the crawl, from a
+third of the crawl time to 90% of it, which is what a page costs in a long
+crawl), CPU per page of redis-server, peak RSS, and politeness violations counted
 from the mock web's request log (overlapping requests to one host; gaps below
 the configured delay, which is 0 here, so only overlaps can occur).
 
-Usage: ``python benchmarks/throughput.py [--seconds 30] [--hosts 2000]``
+Usage: ``python benchmarks/throughput.py [--seconds 30] [--hosts 2000] [--compare-clients]``
 (``make bench``). Not a test: numbers depend on the machine and its load.
 """
 
@@ -57,6 +60,10 @@ class RunResult:
     peak_rss_mb: float
     overlaps: int
     short_gaps: int
+    #: CPU seconds and pages fetched in a window well inside the crawl
+    #: (start-up and shutdown excluded): the marginal cost of a page.
+    steady_cpu: float = 0.0
+    steady_pages: int = 0
 
     @property
     def pages_per_second(self) -> float:
@@ -69,6 +76,10 @@ class RunResult:
     @property
     def redis_ms_per_page(self) -> float:
         return 1000 * self.redis_cpu / self.pages if self.pages else 0.0
+
+    @property
+    def steady_ms_per_page(self) -> float:
+        return 1000 * self.steady_cpu / self.steady_pages if self.steady_pages else float("nan")
 
     @property
     def pages_per_cpu_second(self) -> float:
@@ -135,12 +146,39 @@ class Web:
         self.process.wait(timeout=10)
 
 
-def run_processes(commands: list[tuple[list[str], Path]], env: dict[str, str]) -> tuple[float, float]:
-    """Run commands at once; returns (total CPU seconds, max peak RSS in MB)."""
+def process_cpu(pid: int) -> float:
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
+        return 0.0
+    return float(times.user + times.system)
+
+
+@dataclass
+class ProcessRun:
+    cpu: float  # total CPU seconds of the processes
+    rss: float  # max peak RSS in MB
+    window: tuple[float, float]  # wall-clock (time.time()) bounds of the steady window
+    window_cpu: float  # CPU seconds of the processes within it
+
+
+def run_processes(commands: list[tuple[list[str], Path]], env: dict[str, str], seconds: int) -> ProcessRun:
+    """Run commands at once; total CPU and peak RSS, and CPU within a steady window.
+
+    The window starts once start-up is well over (4 s + a third of the crawl
+    time) and ends before the crawl stops (4 s + 90% of it): what a page costs
+    in a long crawl, without the fixed cost of imports, start-up and the
+    end-of-crawl report.
+    """
+    started = time.time()
     processes = [
         subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         for command, cwd in commands
     ]
+    marks: list[tuple[float, float]] = []
+    for offset in (4 + seconds / 3, 4 + 0.9 * seconds):
+        time.sleep(max(0.0, started + offset - time.time()))
+        marks.append((time.time(), sum(process_cpu(process.pid) for process in processes)))
     cpu = 0.0
     rss = 0.0
     for process in processes:
@@ -153,20 +191,24 @@ def run_processes(commands: list[tuple[list[str], Path]], env: dict[str, str]) -
             raise RuntimeError(f"{commands[0][0][:4]} failed ({process.returncode}):\n{err[-3000:]}")
         cpu += usage.ru_utime + usage.ru_stime
         rss = max(rss, usage.ru_maxrss / 1024)
-    return cpu, rss
+    return ProcessRun(cpu, rss, (marks[0][0], marks[1][0]), marks[1][1] - marks[0][1])
 
 
-def measure(label: str, web: Web, services: Services, commands: list[tuple[list[str], Path]]) -> RunResult:
+def measure(label: str, web: Web, services: Services, commands: list[tuple[list[str], Path]],
+            seconds: int) -> RunResult:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("REDIS_URL", None)
     before = len(read_log(str(web.log))) if web.log.exists() else 0
     redis_before = services.redis_cpu()
-    cpu, rss = run_processes(commands, env)
+    run = run_processes(commands, env, seconds)
     redis_cpu = services.redis_cpu() - redis_before
     entries = read_log(str(web.log))[before:]
-    seconds = max(e.end for e in entries) - min(e.start for e in entries) if entries else 0.0
+    seconds_ = max(e.end for e in entries) - min(e.start for e in entries) if entries else 0.0
     report = politeness(entries, min_gap=0.0)
-    return RunResult(label, len(entries), seconds, cpu, redis_cpu, rss, report.overlaps, report.short_gaps)
+    low, high = run.window
+    steady_pages = sum(1 for e in entries if low <= e.end < high)
+    return RunResult(label, len(entries), seconds_, run.cpu, redis_cpu, run.rss, report.overlaps, report.short_gaps,
+                     run.window_cpu, steady_pages)
 
 
 #: The crawl path only (robots.txt, frontier, seen set): no storage pipelines,
@@ -177,7 +219,9 @@ CRAWL_ONLY = [
 ]
 
 
-def crawler_command(seeds: Path, services: Services, crawl_id: str, seconds: int, full: bool = False) -> list[str]:
+def crawler_command(
+    seeds: Path, services: Services, crawl_id: str, seconds: int, full: bool = False, extra: tuple[str, ...] = ()
+) -> list[str]:
     return [
         sys.executable, "-m", "scrapy", "crawl", "web", "-a", f"seeds={seeds}",
         "-s", f"REDIS_URL={services.redis_url}", "-s", f"FRONTIER_CRAWL_ID={crawl_id}",
@@ -191,6 +235,7 @@ def crawler_command(seeds: Path, services: Services, crawl_id: str, seconds: int
         "-s", f"CRAWL_DATA_DIR={services.workdir / 'crawl-data'}",
         "-s", "SEEN_EXPECTED_URLS=1000000",
         *([] if full else CRAWL_ONLY),
+        *extra,
     ]
 
 
@@ -206,7 +251,7 @@ def plain_command(seeds: Path, seconds: int) -> list[str]:
 
 def print_table(results: list[RunResult]) -> None:
     header = (
-        f"{'run':<34} {'pages':>7} {'pages/s':>8} {'CPU ms/page':>11} {'pages/CPU-s':>11} "
+        f"{'run':<34} {'pages':>7} {'pages/s':>8} {'CPU ms/page':>11} {'steady ms/page':>14} {'pages/CPU-s':>11} "
         f"{'redis ms/page':>13} {'peak RSS MB':>11} {'overlaps':>8} {'short gaps':>10}"
     )
     print(header)
@@ -214,6 +259,7 @@ def print_table(results: list[RunResult]) -> None:
     for r in results:
         print(
             f"{r.label:<34} {r.pages:>7} {r.pages_per_second:>8.0f} {r.cpu_ms_per_page:>11.2f} "
+            f"{r.steady_ms_per_page:>14.2f} "
             f"{r.pages_per_cpu_second:>11.0f} {r.redis_ms_per_page:>13.3f} {r.peak_rss_mb:>11.0f} "
             f"{r.overlaps:>8} {r.short_gaps:>10}"
         )
@@ -224,6 +270,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=30, help="crawl time of each run")
     parser.add_argument("--hosts", type=int, default=2000)
     parser.add_argument("--skip-plain", action="store_true", help="only the crawler runs")
+    parser.add_argument("--compare-clients", action="store_true",
+                        help="also crawl web (a) with FETCH_HTTP_CLIENT=aiohttp, after the lean client, side by side")
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="crawler-bench-"))
@@ -245,7 +293,7 @@ def main() -> None:
             try:
                 seeds = web.seeds(workdir / f"{name}-seeds.txt")
                 command = crawler_command(seeds, services, f"bench-{uuid.uuid4().hex[:8]}", args.seconds)
-                ours = measure(f"{name}: crawler, 1 worker", web, services, [(command, ROOT)])
+                ours = measure(f"{name}: crawler, 1 worker", web, services, [(command, ROOT)], args.seconds)
                 results.append(ours)
                 print_table([ours])
             finally:
@@ -254,7 +302,8 @@ def main() -> None:
                 web = Web(spec, workdir / f"{name}-plain.log")
                 try:
                     seeds = web.seeds(workdir / f"{name}-seeds.txt")
-                    plain = measure(f"{name}: plain Scrapy", web, services, [(plain_command(seeds, args.seconds), plain_cwd)])
+                    plain = measure(f"{name}: plain Scrapy", web, services,
+                                    [(plain_command(seeds, args.seconds), plain_cwd)], args.seconds)
                     results.append(plain)
                     print_table([plain])
                 finally:
@@ -262,20 +311,30 @@ def main() -> None:
             if ours and plain:
                 ratios.append(
                     f"{name}: crawler / plain Scrapy = {ours.pages_per_cpu_second / plain.pages_per_cpu_second:.2f}x "
-                    f"pages per CPU-second, {ours.pages_per_second / plain.pages_per_second:.2f}x pages/s"
+                    f"pages per CPU-second, {ours.pages_per_second / plain.pages_per_second:.2f}x pages/s, "
+                    f"{plain.steady_ms_per_page / ours.steady_ms_per_page:.2f}x in the steady window"
                 )
         spec = shapes["zipf"]
         web = Web(spec, workdir / "zipf-two-workers.log")
         try:
             seeds = web.seeds(workdir / "zipf-seeds.txt")
             one = measure("zipf: crawler, 1 worker (again)", web, services,
-                          [(crawler_command(seeds, services, f"bench-{uuid.uuid4().hex[:8]}", args.seconds), ROOT)])
+                          [(crawler_command(seeds, services, f"bench-{uuid.uuid4().hex[:8]}", args.seconds), ROOT)],
+                          args.seconds)
             crawl_id = f"bench-{uuid.uuid4().hex[:8]}"
             two = measure("zipf: crawler, 2 workers", web, services,
-                          [(crawler_command(seeds, services, crawl_id, args.seconds), ROOT)] * 2)
+                          [(crawler_command(seeds, services, crawl_id, args.seconds), ROOT)] * 2, args.seconds)
             results += [one, two]
             print_table([one, two])
             ratios.append(f"zipf: 2 workers / 1 worker = {two.pages_per_second / one.pages_per_second:.2f}x pages/s")
+            if args.compare_clients:
+                aio = measure("zipf: crawler, aiohttp client", web, services,
+                              [(crawler_command(seeds, services, f"bench-{uuid.uuid4().hex[:8]}", args.seconds,
+                                                extra=("-s", "FETCH_HTTP_CLIENT=aiohttp")), ROOT)], args.seconds)
+                results.append(aio)
+                print_table([aio])
+                ratios.append(f"zipf: aiohttp client / lean client = {aio.steady_ms_per_page / one.steady_ms_per_page:.2f}x "
+                              f"steady CPU per page")
         finally:
             web.stop()
         web = Web(spec, workdir / "zipf-full.log")
@@ -283,7 +342,7 @@ def main() -> None:
             seeds = web.seeds(workdir / "zipf-seeds.txt")
             full = measure("zipf: crawler + WARC, dedup, metadata", web, services,
                            [(crawler_command(seeds, services, f"bench-{uuid.uuid4().hex[:8]}", args.seconds,
-                                             full=True), ROOT)])
+                                             full=True), ROOT)], args.seconds)
             results.append(full)
             print_table([full])
         finally:

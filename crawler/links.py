@@ -91,27 +91,40 @@ class LinkExtractor:
     def extract_tree(self, tree: LexborHTMLParser, page_url: str) -> PageLinks:
         """Links of an already parsed page (the tree is not modified)."""
         base = BaseUrl(page_url)
-        base_node = tree.css_first("base[href]")
-        if base_node is not None:
-            base_href = base_node.attributes.get("href")
-            if base_href:
-                resolved = urljoin(page_url, base_href.strip())
-                if resolved.startswith(("http://", "https://")):
-                    base = BaseUrl(resolved)
+        for node in tree.tags("base"):
+            base_href = node.attrs.get("href")
+            if base_href is None:
+                continue
+            resolved = urljoin(page_url, base_href.strip())
+            if resolved.startswith(("http://", "https://")):
+                base = BaseUrl(resolved)
+            break
+        origin = base.origin
         seen_hrefs: set[str] = set()
         links: list[str] = []
-        seen_links: set[str] = set()
-        for node in tree.css("a[href]"):
-            href = node.attributes.get("href")
+        for node in tree.tags("a"):
+            href = node.attrs.get("href")
             if not href or href in seen_hrefs:
                 continue
             seen_hrefs.add(href)
-            url = resolve(base, href)
-            if url is not None and url not in seen_links:
-                seen_links.add(url)
-                links.append(url)
+            # The common forms inline (same result as resolve()), the rest through it.
+            if href[0] == "/" and href[1:2] != "/" and "/." not in href and not href[-1].isspace():
+                url = origin + href
+            elif href.startswith(("http://", "https://")) and "/." not in href and not href[-1].isspace():
+                url = href
+            else:
+                resolved_href = resolve(base, href)
+                if resolved_href is None:
+                    continue
+                url = resolved_href
+            hash_at = url.find("#")
+            links.append(url[:hash_at] if hash_at >= 0 else url)
         canonical = None
-        canonical_node = tree.css_first('link[rel~="canonical" i][href]')
-        if canonical_node is not None:
-            canonical = resolve(base, canonical_node.attributes.get("href") or "")
-        return PageLinks(links, canonical)
+        for node in tree.tags("link"):
+            rel = node.attrs.get("rel")
+            if rel and "canonical" in rel.lower().split():
+                href = node.attrs.get("href")
+                if href is not None:
+                    canonical = resolve(base, href)
+                    break
+        return PageLinks(list(dict.fromkeys(links)), canonical)

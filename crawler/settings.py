@@ -53,6 +53,11 @@ CONCURRENT_ITEMS = 1
 # a broad crawl cannot wait 3 minutes for one server.
 DOWNLOAD_TIMEOUT = 30
 FETCH_CONNECT_TIMEOUT = 10
+# The crawler's lean HTTP/1.1 client ("aiohttp": Scrapy's aiohttp handler);
+# idle keep-alive connections: 0 = 4 x CONCURRENT_REQUESTS, closed after 15 s.
+FETCH_HTTP_CLIENT = "lean"
+FETCH_MAX_IDLE_CONNECTIONS = 0
+FETCH_KEEPALIVE_TIMEOUT = 15
 # Bodies are cut at 16 MiB (also after decompression); counted above 4 MiB.
 DOWNLOAD_MAXSIZE = 16 * 1024 * 1024
 DOWNLOAD_WARNSIZE = 4 * 1024 * 1024

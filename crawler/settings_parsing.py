@@ -8,11 +8,14 @@ setting instead of letting a bad value surface later as a ``TypeError``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from enum import Enum
+from typing import Any, TypeVar
 
 from scrapy.settings import BaseSettings
 
 from crawler.exceptions import ConfigurationError
+
+E = TypeVar("E", bound=Enum)
 
 
 def _check_range(name: str, value: float, minimum: float | None, maximum: float | None) -> None:
@@ -75,3 +78,16 @@ def get_int_list(settings: BaseSettings, name: str, default: Sequence[int], *, m
             raise ConfigurationError(name, f"every value must be at least {minimum}, got {raw!r}")
         values.append(value)
     return tuple(values)
+
+
+def parse_choice(choices: type[E], value: object, name: str) -> E:
+    """The member of the string Enum ``choices`` whose value is ``value`` (any case)."""
+    try:
+        return choices(str(value).strip().lower())
+    except ValueError:
+        known = ", ".join(str(choice.value) for choice in choices)
+        raise ConfigurationError(name, f"expected one of {known}, got {value!r}") from None
+
+
+def get_choice(settings: BaseSettings, name: str, choices: type[E], default: E) -> E:
+    return parse_choice(choices, settings.get(name, default.value), name)

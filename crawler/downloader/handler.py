@@ -12,36 +12,102 @@ crawler needs:
 * the **address guard** (:mod:`crawler.netguard`): a URL whose host is an IP
   literal is checked here, a name is checked on the addresses it resolves to.
 
+Requests go through the lean HTTP/1.1 client of :mod:`crawler.downloader.http11`
+(``FETCH_HTTP_CLIENT = "lean"``, the default), about a third of aiohttp's CPU
+per fetch; through a proxy (``meta["proxy"]``), with
+``DOWNLOADER_CLIENT_TLS_VERBOSE_LOGGING``, or with ``FETCH_HTTP_CLIENT =
+"aiohttp"`` they go through Scrapy's aiohttp handler, which this class
+extends. Both paths keep Scrapy's contract: ``headers_received`` and
+``bytes_received`` signals (``StopDownload``), ``DOWNLOAD_MAXSIZE`` /
+``DOWNLOAD_WARNSIZE`` (declared and streamed), ``DOWNLOAD_FAIL_ON_DATALOSS``,
+``download_latency``, ``ip_address``, ``protocol`` and ``certificate``, and
+the same Scrapy exceptions.
+
 Scrapy marks its aiohttp handler experimental; this project pins the Scrapy
 version and tests the handler end to end, so the start-up warning is off.
 """
 
 from __future__ import annotations
 
+import asyncio
+import ipaddress
+import logging
+import re
+import socket
+import time
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, ClassVar, cast
+from enum import Enum
+from typing import TYPE_CHECKING, Any, ClassVar, cast
+from urllib.parse import quote
 
 import aiohttp
 import yarl
+from pydispatch.dispatcher import getAllReceivers, liveReceivers
+from scrapy import signals
 from scrapy.core.downloader.handlers._aiohttp import AiohttpDownloadHandler, _ClientResponse
 from scrapy.exceptions import (
     CannotResolveHostError,
     DownloadConnectionRefusedError,
     DownloadFailedError,
     DownloadTimeoutError,
+    ResponseDataLossError,
+    StopDownload,
     UnsupportedURLSchemeError,
 )
+from scrapy.http import Headers
+from scrapy.utils._download_handlers import check_stop_download, get_dataloss_msg, get_warnsize_msg, make_response
 from scrapy.utils.httpobj import urlparse_cached
 
+from crawler.downloader import http11
 from crawler.downloader.dns import CachingGuardedResolver, DnsCacheConfig, read_hosts_file
 from crawler.netguard import AddressPolicy, BlockedAddressError, parse_ip
-from crawler.settings_parsing import get_float, get_int
+from crawler.settings_parsing import get_choice, get_float, get_int
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from scrapy import Request
     from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+#: Characters a request target may carry as they are (RFC 3986 plus ``%``).
+_UNSAFE_TARGET = re.compile(r"[^A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]")
+_IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+
+
+class FetchClient(Enum):
+    """``FETCH_HTTP_CLIENT``: which HTTP client fetches requests without a proxy."""
+
+    LEAN = "lean"
+    AIOHTTP = "aiohttp"
+
+
+def _target(url: str, path: str, query: str) -> str:
+    """The request target (origin form) of ``url``, with any unsafe character escaped."""
+    target = path or "/"
+    if query:
+        target = f"{target}?{query}"
+    if _UNSAFE_TARGET.search(target) is not None:
+        target = quote(target, safe="-._~:/?#[]@!$&'()*+,;=%")
+    return target
+
+
+def _headers(pairs: list[tuple[bytes, bytes]]) -> Headers:
+    """Scrapy ``Headers`` from received pairs, without re-normalizing every value."""
+    grouped: dict[bytes, list[bytes]] = {}
+    for name, value in pairs:
+        key = name.title()
+        values = grouped.get(key)
+        if values is None:
+            grouped[key] = [value]
+        else:
+            values.append(value)
+    headers = Headers()
+    dict.update(headers, grouped)
+    return headers
 
 
 class CrawlerDownloadHandler(AiohttpDownloadHandler):
@@ -56,6 +122,12 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
         self._policy = AddressPolicy.from_settings(settings)
         #: host -> refused, for IP-literal checks (at most 10,000 hosts, then cleared).
         self._literal_verdicts: dict[str, bool] = {}
+        self._client = get_choice(settings, "FETCH_HTTP_CLIENT", FetchClient, FetchClient.LEAN)
+        self._signals = crawler.signals
+        self._pool = http11.ConnectionPool(
+            max_idle=get_int(settings, "FETCH_MAX_IDLE_CONNECTIONS", 0, minimum=0) or 4 * self._pool_size_total,
+            idle_timeout=get_float(settings, "FETCH_KEEPALIVE_TIMEOUT", 15.0, minimum=0.0),
+        )
         resolver = CachingGuardedResolver(
             DnsCacheConfig(
                 ttl=get_float(settings, "DNS_CACHE_TTL", 300.0, minimum=0.0),
@@ -66,6 +138,7 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
             self._policy,
             crawler.stats,
         )
+        self._resolver = resolver
         # The same session Scrapy builds, with the caching, guarding resolver.
         self._unused_session = self._session
         connector = aiohttp.TCPConnector(
@@ -93,6 +166,175 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
                 self._literal_verdicts.clear()
             self._literal_verdicts[host] = refused
         return refused
+
+    async def download_request(self, request: Request) -> Response:
+        if self._client is FetchClient.AIOHTTP or self._tls_verbose_logging or request.meta.get("proxy"):
+            return await super().download_request(request)
+        return await self._fetch(request)
+
+    # -- the lean client ------------------------------------------------------------------------
+
+    async def _fetch(self, request: Request) -> Response:
+        meta = request.meta
+        timeout: float = meta.get("download_timeout", self._DEFAULT_CONNECT_TIMEOUT)
+        parts = urlparse_cached(request)
+        scheme = parts.scheme
+        host = parts.hostname
+        if scheme not in _DEFAULT_PORTS:
+            raise UnsupportedURLSchemeError(f"Unsupported URL scheme '{scheme}' in {request.url}")
+        if not host:
+            raise UnsupportedURLSchemeError(f"No host in {request.url}")
+        try:
+            port = parts.port or _DEFAULT_PORTS[scheme]
+        except ValueError as exc:
+            raise UnsupportedURLSchemeError(f"Invalid port in {request.url}") from exc
+        if self._refused_literal(host):
+            self._stats.inc_value("fetch/blocked_address")
+            raise BlockedAddressError(f"refused address {host} (ALLOW_PRIVATE_NETWORKS is off)")
+        try:
+            ascii_host = host if host.isascii() else host.encode("idna").decode("ascii")
+        except UnicodeError as exc:
+            raise UnsupportedURLSchemeError(f"Invalid host name in {request.url}") from exc
+        netloc = ascii_host if port == _DEFAULT_PORTS[scheme] else f"{ascii_host}:{port}"
+        if ":" in ascii_host and port == _DEFAULT_PORTS[scheme]:
+            netloc = f"[{ascii_host}]"
+        elif ":" in ascii_host:
+            netloc = f"[{ascii_host}]:{port}"
+        headers = self._request_headers(request)
+        try:
+            payload = http11.request_head(
+                request.method, _target(request.url, parts.path, parts.query), netloc,
+                [(name, value) for name, values in headers.items() for value in values], request.body,
+            )
+        except ValueError as exc:
+            raise UnsupportedURLSchemeError(f"{exc} in {request.url}") from exc
+        key: http11.Key = (scheme, ascii_host, port)
+        start = time.monotonic()
+        hook = self._chunk_hook(request)
+        connection: http11.HttpConnection | None = None
+        try:
+            async with asyncio.timeout(timeout):
+                connection, head = await self._exchange(request, key, payload, hook)
+                meta["download_latency"] = time.monotonic() - start
+                response = await self._receive(request, connection, head, hook)
+        except TimeoutError as exc:
+            raise DownloadTimeoutError(f"Getting {request.url} took longer than {timeout} seconds.") from exc
+        except http11.ProtocolError as exc:
+            self._stats.inc_value("fetch/protocol_error")
+            logger.info("Malformed answer from %s: %s", request.url, exc)
+            raise DownloadFailedError(f"{exc} ({request.url})") from exc
+        except http11.ConnectionClosed as exc:
+            raise DownloadFailedError(f"{exc} ({request.url})") from exc
+        finally:
+            if connection is not None:
+                self._pool.release(connection)
+        return response
+
+    async def _exchange(
+        self, request: Request, key: http11.Key, payload: bytes, hook: _BytesReceived | None
+    ) -> tuple[http11.HttpConnection, http11.ResponseHead]:
+        """Send the request on a kept connection or a new one; the response head."""
+        maxsize: int = request.meta.get("download_maxsize", self._default_maxsize)
+        head_only = request.method == "HEAD"
+        connection = self._pool.acquire(key)
+        while True:
+            reused = connection is not None
+            if connection is None:
+                connection = await self._connect(key, request)
+            try:
+                head = await connection.start(payload, head_only=head_only, limit=maxsize, on_chunk=hook)
+            except http11.ConnectionClosed as exc:
+                connection.abort()
+                if reused and not exc.started and request.method in _IDEMPOTENT:
+                    # The server closed the kept connection meanwhile: a new one, once.
+                    self._stats.inc_value("fetch/stale_connection")
+                    connection = None
+                    continue
+                raise
+            except BaseException:
+                connection.abort()
+                raise
+            return connection, head
+
+    async def _connect(self, key: http11.Key, request: Request) -> http11.HttpConnection:
+        scheme, host, port = key
+        connect_timeout = min(self._connect_timeout, request.meta.get("download_timeout", self._connect_timeout))
+        try:
+            async with asyncio.timeout(connect_timeout):
+                if parse_ip(host) is not None:
+                    addresses = [host]
+                else:
+                    try:
+                        answer = await self._resolver.resolve(host, port, socket.AF_UNSPEC)
+                    except OSError as exc:
+                        raise CannotResolveHostError(f"Cannot resolve {host}: {exc}") from exc
+                    addresses = [entry["host"] for entry in answer]
+                return await http11.connect(
+                    key, addresses,
+                    ssl_context=self._ssl_context if scheme == "https" else None,
+                    server_hostname=host if parse_ip(host) is None else "",
+                    local_addr=self._bind_address,
+                )
+        except TimeoutError as exc:
+            raise DownloadTimeoutError(f"Connecting to {host} took longer than {connect_timeout} s") from exc
+        except OSError as exc:
+            raise DownloadConnectionRefusedError(f"Cannot connect to {host}:{port}: {exc}") from exc
+
+    def _chunk_hook(self, request: Request) -> _BytesReceived | None:
+        """The ``bytes_received`` signal per piece of body, when anything listens to it."""
+        if next(iter(liveReceivers(getAllReceivers(self._signals.sender, signals.bytes_received))), None) is None:
+            return None
+        return _BytesReceived(self.crawler, request)
+
+    async def _receive(
+        self, request: Request, connection: http11.HttpConnection, head: http11.ResponseHead,
+        hook: _BytesReceived | None,
+    ) -> Response:
+        """Scrapy's response to a request whose head arrived, with the body read under its limits."""
+        meta = request.meta
+        maxsize: int = meta.get("download_maxsize", self._default_maxsize)
+        warnsize: int = meta.get("download_warnsize", self._default_warnsize)
+        headers = _headers(head.headers)
+        expected = head.content_length
+        if maxsize and expected and expected > maxsize:
+            connection.abort()
+            self._cancel_maxsize(expected, maxsize, request, expected=True)
+        reached_warnsize = False
+        if warnsize and expected and expected > warnsize:
+            reached_warnsize = True
+            logger.warning(get_warnsize_msg(expected, warnsize, request, expected=True))
+        base: dict[str, Any] = {
+            "url": request.url,
+            "status": head.status,
+            "headers": headers,
+            "ip_address": _ip_address(connection.peer),
+            "protocol": head.version.decode("ascii"),
+            "certificate": _certificate(connection),
+        }
+        stop = check_stop_download(
+            signals.headers_received, self.crawler, request, headers=headers, body_length=expected
+        )
+        if stop is not None:
+            connection.abort()
+            return make_response(**base, stop_download=stop)
+        try:
+            body = await connection.read_body()
+        except http11.BodyTooLarge as exc:
+            self._cancel_maxsize(exc.size, maxsize, request, expected=False)
+        except http11.ConnectionClosed as exc:
+            if not meta.get("download_fail_on_dataloss", self._fail_on_dataloss):
+                return make_response(**base, body=exc.partial, flags=["dataloss"])
+            if not self._fail_on_dataloss_warned:
+                logger.warning(get_dataloss_msg(request.url))
+                self._fail_on_dataloss_warned = True
+            raise ResponseDataLossError(str(exc)) from exc
+        if warnsize and len(body) > warnsize and not reached_warnsize:
+            logger.warning(get_warnsize_msg(len(body), warnsize, request, expected=False))
+        if connection.stopped and hook is not None and hook.stop is not None:
+            return make_response(**base, body=body, stop_download=hook.stop)
+        return make_response(**base, body=body)
+
+    # -- aiohttp (proxies, FETCH_HTTP_CLIENT = "aiohttp") ---------------------------------------
 
     @asynccontextmanager
     async def _make_request(self, request: Request, timeout: float) -> AsyncIterator[_ClientResponse]:
@@ -132,5 +374,47 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
             raise DownloadFailedError(str(exc)) from exc
 
     async def close(self) -> None:
+        self._pool.close()
         await self._unused_session.close()
         await super().close()
+
+
+class _BytesReceived:
+    """Sends ``bytes_received`` for each piece of a body; keeps the ``StopDownload`` a receiver raised."""
+
+    __slots__ = ("crawler", "request", "stop")
+
+    def __init__(self, crawler: Crawler, request: Request) -> None:
+        self.crawler = crawler
+        self.request = request
+        self.stop: StopDownload | None = None
+
+    def __call__(self, data: bytes) -> bool:
+        self.stop = check_stop_download(signals.bytes_received, self.crawler, self.request, data=data)
+        return self.stop is not None
+
+
+_ADDRESSES: dict[str, ipaddress.IPv4Address | ipaddress.IPv6Address] = {}
+
+
+def _ip_address(peer: str | None) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The peer's address as an ``ipaddress`` object (memoized, at most 10,000)."""
+    if peer is None:
+        return None
+    address = _ADDRESSES.get(peer)
+    if address is None:
+        address = ipaddress.ip_address(peer.split("%", 1)[0])
+        if len(_ADDRESSES) >= 10_000:
+            _ADDRESSES.clear()
+        _ADDRESSES[peer] = address
+    return address
+
+
+def _certificate(connection: http11.HttpConnection) -> bytes | None:
+    transport = connection.transport
+    if transport is None:
+        return None
+    ssl_object = transport.get_extra_info("ssl_object")
+    if ssl_object is None:
+        return None
+    return cast("bytes | None", ssl_object.getpeercert(binary_form=True))

@@ -37,7 +37,7 @@ from enum import Enum
 from scrapy.settings import BaseSettings
 
 from crawler.exceptions import ConfigurationError
-from crawler.settings_parsing import get_float
+from crawler.settings_parsing import get_choice, get_float, parse_choice
 
 
 class RecrawlMode(Enum):
@@ -48,15 +48,11 @@ class RecrawlMode(Enum):
 
     @classmethod
     def parse(cls, value: object, name: str) -> RecrawlMode:
-        try:
-            return cls(str(value).strip().lower())
-        except ValueError:
-            known = ", ".join(mode.value for mode in cls)
-            raise ConfigurationError(name, f"expected one of {known}, got {value!r}") from None
+        return parse_choice(cls, value, name)
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> RecrawlMode:
-        return cls.parse(settings.get("RECRAWL_MODE", "batch"), "RECRAWL_MODE")
+        return get_choice(settings, "RECRAWL_MODE", cls, cls.BATCH)
 
 
 @dataclass(frozen=True)

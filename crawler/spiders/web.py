@@ -58,11 +58,11 @@ DEFAULT_MODULES = {
 }
 
 
+_REASONS = {status.value: status.phrase for status in HTTPStatus}
+
+
 def _reason(status: int) -> str:
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return ""
+    return _REASONS.get(status, "")
 
 
 def _pairs(headers: Any) -> list[tuple[str, str]]:
