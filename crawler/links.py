@@ -20,14 +20,23 @@ from selectolax.lexbor import LexborHTMLParser
 _SKIP_PREFIXES = ("#", "javascript:", "mailto:", "tel:", "data:", "about:", "ftp:", "file:", "news:", "irc:")
 
 
+#: ``scheme://authority`` at the start of an absolute URL (RFC 3986 section 3).
+_ORIGIN = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://[^/?#]*")
+
+
 class BaseUrl:
     __slots__ = ("origin", "scheme", "url")
 
     def __init__(self, url: str) -> None:
-        parts = urlsplit(url)
         self.url = url
-        self.scheme = parts.scheme
-        self.origin = f"{parts.scheme}://{parts.netloc}"
+        match = _ORIGIN.match(url)
+        if match is not None and match.group(1).islower():
+            self.scheme = match.group(1)
+            self.origin = match.group(0)
+        else:
+            parts = urlsplit(url)
+            self.scheme = parts.scheme
+            self.origin = f"{parts.scheme}://{parts.netloc}"
 
 
 def _needs_general_join(path: str) -> bool:

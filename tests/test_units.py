@@ -241,3 +241,52 @@ def test_bounded_set_forgets_oldest_half() -> None:
     disabled = BoundedSet(0)
     disabled.add(1)
     assert 1 not in disabled
+
+
+def test_lean_log_formatter_builds_per_page_messages_only_at_debug() -> None:
+    import logging
+
+    from scrapy.http import HtmlResponse
+    from scrapy.utils.test import get_crawler
+    from twisted.python.failure import Failure
+
+    from crawler.logformatter import LeanLogFormatter
+    from crawler.spiders.web import WebSpider
+
+    formatter = LeanLogFormatter()
+    spider = WebSpider.from_crawler(get_crawler(WebSpider), urls="http://127.0.0.1/")
+    request = Request("http://127.0.0.1/a")
+    response = HtmlResponse("http://127.0.0.1/a", body=b"<p>x</p>", request=request)
+    engine = logging.getLogger("scrapy.core.engine")
+    scraper = logging.getLogger("scrapy.core.scraper")
+    levels = engine.level, scraper.level
+    try:
+        engine.setLevel(logging.INFO)
+        scraper.setLevel(logging.INFO)
+        assert formatter.crawled(request, response, spider) is None
+        assert formatter.scraped({"a": 1}, response, spider) is None
+        engine.setLevel(logging.DEBUG)
+        scraper.setLevel(logging.DEBUG)
+        crawled = formatter.crawled(request, response, spider)
+        assert crawled is not None and crawled["args"]["status"] == 200
+        assert formatter.scraped({"a": 1}, response, spider) is not None
+        # Other messages are Scrapy's, whatever the level.
+        engine.setLevel(logging.INFO)
+        assert formatter.spider_error(Failure(ValueError("x")), request, response, spider)["level"] == logging.ERROR
+    finally:
+        engine.setLevel(levels[0])
+        scraper.setLevel(levels[1])
+
+
+@pytest.mark.parametrize("url", [
+    "http://example.com/a/b?c#d", "https://user:pw@example.com:8443", "http://[::1]:80/x",
+    "HTTP://Example.COM/x", "http://example.com?q=1", "http://example.com#f",
+])
+def test_base_url_origin_matches_urlsplit(url: str) -> None:
+    from urllib.parse import urlsplit
+
+    from crawler.links import BaseUrl
+
+    base = BaseUrl(url)
+    parts = urlsplit(url)
+    assert (base.scheme, base.origin) == (parts.scheme, f"{parts.scheme}://{parts.netloc}")

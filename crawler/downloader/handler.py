@@ -200,11 +200,12 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
             netloc = f"[{ascii_host}]"
         elif ":" in ascii_host:
             netloc = f"[{ascii_host}]:{port}"
-        headers = self._request_headers(request)
         try:
             payload = http11.request_head(
                 request.method, _target(request.url, parts.path, parts.query), netloc,
-                [(name, value) for name, values in headers.items() for value in values], request.body,
+                [(name, value) for name, values in dict.items(request.headers) for value in values
+                 if name != b"Proxy-Authorization"],
+                request.body,
             )
         except ValueError as exc:
             raise UnsupportedURLSchemeError(f"{exc} in {request.url}") from exc
