@@ -118,6 +118,11 @@ DOWNLOADER_MIDDLEWARES = {
     # The crawler's own, in order from the engine to the network:
     "crawler.identity.IdentityGuardMiddleware": 50,
     "crawler.middlewares.robots.RobotsTxtMiddleware": 100,
+    # Scrapy's timeout, default-headers and User-Agent middlewares in one call.
+    "scrapy.downloadermiddlewares.downloadtimeout.DownloadTimeoutMiddleware": None,
+    "scrapy.downloadermiddlewares.defaultheaders.DefaultHeadersMiddleware": None,
+    "scrapy.downloadermiddlewares.useragent.UserAgentMiddleware": None,
+    "crawler.middlewares.defaults.RequestDefaultsMiddleware": 400,
     "crawler.middlewares.conditional.ConditionalRequestMiddleware": 540,
     "crawler.middlewares.retry.RetryMiddleware": 550,
     "crawler.middlewares.fetchlimits.FetchLimitsMiddleware": 580,

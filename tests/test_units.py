@@ -290,3 +290,49 @@ def test_base_url_origin_matches_urlsplit(url: str) -> None:
     base = BaseUrl(url)
     parts = urlsplit(url)
     assert (base.scheme, base.origin) == (parts.scheme, f"{parts.scheme}://{parts.netloc}")
+
+
+@pytest.mark.parametrize(("settings", "spider_attrs"), [
+    ({}, {}),
+    ({"DEFAULT_REQUEST_HEADERS": {"Accept": "text/html", "X-Gone": None, "user-agent": "from-defaults/1"},
+      "USER_AGENT": "bot/2 (+https://example.org)", "DOWNLOAD_TIMEOUT": 7}, {}),
+    ({"USER_AGENT": "bot/2"}, {"user_agent": "spider-agent/3", "download_timeout": 3}),
+    ({"USER_AGENT": "", "DOWNLOAD_TIMEOUT": 0}, {}),
+])
+def test_request_defaults_match_scrapys_three_middlewares(settings: dict[str, object],
+                                                           spider_attrs: dict[str, object]) -> None:
+    from scrapy.downloadermiddlewares.defaultheaders import DefaultHeadersMiddleware
+    from scrapy.downloadermiddlewares.downloadtimeout import DownloadTimeoutMiddleware
+    from scrapy.downloadermiddlewares.useragent import UserAgentMiddleware
+    from scrapy.utils.test import get_crawler
+
+    from crawler.middlewares.defaults import RequestDefaultsMiddleware
+
+    crawler = get_crawler(Spider, settings_dict=settings)
+    spider = Spider("t")
+    for name, value in spider_attrs.items():
+        setattr(spider, name, value)
+
+    def requests() -> list[Request]:
+        return [Request("http://example.com/"),
+                Request("http://example.com/b", headers={"Accept": "*/*", "User-Agent": "own/1"},
+                        meta={"download_timeout": 1})]
+
+    theirs = requests()
+    timeout = DownloadTimeoutMiddleware.from_crawler(crawler)
+    agent = UserAgentMiddleware.from_crawler(crawler)
+    timeout.spider_opened(spider)
+    agent.spider_opened(spider)
+    for request in theirs:  # Scrapy's order: 350, 400, 500
+        timeout.process_request(request)
+        DefaultHeadersMiddleware.from_crawler(crawler).process_request(request)
+        agent.process_request(request)
+    ours = requests()
+    middleware = RequestDefaultsMiddleware.from_crawler(crawler)
+    middleware.spider_opened(spider)
+    for request in ours:
+        middleware.process_request(request)
+        middleware.process_request(request)  # idempotent
+    for mine, scrapys in zip(ours, theirs, strict=True):
+        assert dict(mine.headers) == dict(scrapys.headers)
+        assert mine.meta.get("download_timeout") == scrapys.meta.get("download_timeout")

@@ -13,15 +13,18 @@ import asyncio
 import atexit
 import logging
 import weakref
+from functools import cache
 from typing import TYPE_CHECKING
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.driver_info import DriverInfo
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from scrapy import signals
 
+from crawler import __version__
 from crawler.exceptions import FrontierUnavailableError
 from crawler.redisconn.config import RedisConfig
 from crawler.redisconn.embedded import EmbeddedRedisServer
@@ -34,6 +37,16 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _providers: weakref.WeakKeyDictionary[Crawler, RedisProvider] = weakref.WeakKeyDictionary()
+
+
+@cache
+def driver_info() -> DriverInfo:
+    """What connections tell Redis (``CLIENT SETINFO``): built once per process.
+
+    Left to itself redis-py reads its package metadata from disk for every
+    new connection (milliseconds each, at every pool growth).
+    """
+    return DriverInfo().add_upstream_driver("crawler", __version__)
 
 
 def crawl_id_for(crawler: Crawler) -> str:
@@ -89,6 +102,7 @@ class RedisProvider:
             client = RedisCluster(
                 startup_nodes=[ClusterNode(host, port) for host, port in self.config.cluster_nodes],
                 decode_responses=False,
+                driver_info=driver_info(),
                 socket_connect_timeout=self.config.connect_timeout,
             )
             try:
@@ -109,6 +123,7 @@ class RedisProvider:
         client = Redis.from_url(
             url,
             decode_responses=False,
+            driver_info=driver_info(),
             socket_connect_timeout=self.config.connect_timeout,
             health_check_interval=30,
         )
