@@ -364,3 +364,70 @@ def test_handler_escapes_unsafe_targets_and_names_a_bad_client_setting() -> None
 
     with pytest.raises(ConfigurationError, match="FETCH_HTTP_CLIENT"):
         asyncio.run(bad_setting())
+
+
+def self_signed(tmp_path: Any) -> tuple[str, str]:
+    """A certificate and key for 127.0.0.1, made for the test (nothing downloaded)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return str(cert_path), str(key_path)
+
+
+def test_https_through_the_lean_client_keeps_the_connection_and_gives_the_certificate(tmp_path: Any) -> None:
+    import ssl
+
+    cert, key = self_signed(tmp_path)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    state = ScriptedServer([([ok(b"secure one")], False), ([ok(b"secure two")], False)])
+
+    async def main() -> None:
+        server = await asyncio.start_server(state.handle, "127.0.0.1", 0, ssl=context)
+        port = server.sockets[0].getsockname()[1]
+        handler = handler_for(FetchClient.LEAN)
+        try:
+            first = await handler.download_request(Request(f"https://127.0.0.1:{port}/a"))
+            second = await handler.download_request(Request(f"https://127.0.0.1:{port}/b"))
+            assert (first.body, second.body) == (b"secure one", b"secure two")
+            assert first.certificate is not None and b"127.0.0.1" in first.certificate
+        finally:
+            await handler.close()
+            server.close()
+
+    asyncio.run(asyncio.wait_for(main(), 10))
+    assert state.connections == 1
+
+
+def test_requests_through_a_proxy_go_through_aiohttp() -> None:
+    async def test(server: ScriptedServer) -> None:
+        handler = handler_for(FetchClient.LEAN)
+        try:
+            request = Request("http://example.invalid/page", meta={"proxy": f"http://127.0.0.1:{server.port}"})
+            response = await handler.download_request(request)
+            assert response.body == b"via proxy"
+        finally:
+            await handler.close()
+
+    server = asyncio.run(serve([([ok(b"via proxy")], True)], test))
+    # A proxy gets the absolute URL in the request line.
+    assert server.requests[0].startswith(b"GET http://example.invalid/page HTTP/1.1\r\n")
