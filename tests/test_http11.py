@@ -178,6 +178,9 @@ def test_bare_line_feeds_and_folded_headers_are_read() -> None:
     (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n0\r\n\r\n", "longer than its size"),
     (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "invalid header"),
     (b"HTTP/1.1 101 Switching Protocols\r\n\r\n", "101"),
+    (b"HTTP/1.1 100 Continue\r\n\r\n" * (http11.MAX_INTERIM + 1), "interim"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1\r\nx\r\n" * (http11.MAX_CHUNKS + 1),
+     "chunks"),
 ])
 def test_hostile_answers_are_protocol_errors(answer: bytes, reason: str) -> None:
     async def test(server: ScriptedServer) -> None:

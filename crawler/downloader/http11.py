@@ -21,7 +21,8 @@ Every answer is hostile until checked; each violation is a
 :class:`ProtocolError` with a short reason, and the connection is dropped:
 
 * a response head over :data:`MAX_HEAD_BYTES` or :data:`MAX_HEADER_LINES`;
-* a chunk-size line over :data:`MAX_CHUNK_LINE` or not hexadecimal;
+* a chunk-size line over :data:`MAX_CHUNK_LINE` or not hexadecimal, more
+  than :data:`MAX_CHUNKS` chunks, more than :data:`MAX_INTERIM` 1xx answers;
 * bytes arriving while no request is outstanding;
 * a body over the exchange's limit (:class:`BodyTooLarge`, counted by size).
 
@@ -50,6 +51,10 @@ MAX_HEAD_BYTES = 64 * 1024
 MAX_HEADER_LINES = 256
 #: Longest chunk-size line (size and extensions) accepted.
 MAX_CHUNK_LINE = 4096
+#: Most chunks in one body (a body of one-byte chunks costs a parse per byte).
+MAX_CHUNKS = 100_000
+#: Most interim (1xx) answers before the final one.
+MAX_INTERIM = 10
 
 _STATUS_LINE = re.compile(rb"HTTP/(\d)\.(\d) +(\d{3})(?:[ \t].*)?", re.DOTALL)
 _HEX = re.compile(rb"[0-9A-Fa-f]{1,15}")
@@ -143,6 +148,8 @@ class HttpConnection(asyncio.Protocol):
         self._chunk_left = 0
         self._trailers = False
         self._trailer_lines = 0
+        self._chunks = 0
+        self._interim = 0
         self._limit = 0
         self._received = 0
         self._pieces: list[bytes] = []
@@ -226,6 +233,7 @@ class HttpConnection(asyncio.Protocol):
         self._on_chunk = on_chunk
         self._started = False
         self._received = 0
+        self._interim = 0
         self._pieces = []
         self._body = None
         self._error = None
@@ -313,6 +321,9 @@ class HttpConnection(asyncio.Protocol):
         if 100 <= status < 200:
             if status == 101:
                 raise ProtocolError("101 Switching Protocols was not asked for")
+            self._interim += 1
+            if self._interim > MAX_INTERIM:
+                raise ProtocolError(f"more than {MAX_INTERIM} interim (1xx) answers")
             return True  # an interim answer: the final one follows
         headers = _header_pairs(lines)
         version = b"HTTP/" + match.group(1) + b"." + match.group(2)
@@ -358,6 +369,7 @@ class HttpConnection(asyncio.Protocol):
         self._framing = framing
         self._remaining = content_length or 0
         self._chunk_left = 0
+        self._chunks = 0
         self._trailers = False
         self._trailer_lines = 0
         self._state = _BODY
@@ -424,6 +436,10 @@ class HttpConnection(asyncio.Protocol):
             self._chunk_left = int(size, 16)
             if self._chunk_left == 0:
                 self._trailers = True
+            else:
+                self._chunks += 1
+                if self._chunks > MAX_CHUNKS:
+                    raise ProtocolError(f"more than {MAX_CHUNKS} chunks")
 
     def _piece(self, data: bytes) -> None:
         if not data:
