@@ -96,7 +96,7 @@ def crawl_runs(workdir: Path, seconds: int) -> list[str]:
             for workers in (1, 2, 4):
                 crawl_id = f"scale-{uuid.uuid4().hex[:8]}"
                 result = measure(f"2,000 hosts, {workers} worker{'s' if workers > 1 else ''}", web, services,
-                                 [(crawler_command(seeds, services, crawl_id, seconds), ROOT)] * workers)
+                                 [(crawler_command(seeds, services, crawl_id, seconds), ROOT)] * workers, seconds)
                 by_workers[workers] = result
                 results.append(result)
                 print_table([result])
@@ -114,7 +114,7 @@ def crawl_runs(workdir: Path, seconds: int) -> list[str]:
                 seeds.write_text("".join(f"http://{host_ip(h)}:{web.port}/\n" for h in chosen))
                 crawl_id = f"scale-{uuid.uuid4().hex[:8]}"
                 result = measure(f"{hosts:,} hosts, 1 worker", web, services,
-                                 [(crawler_command(seeds, services, crawl_id, seconds), ROOT)])
+                                 [(crawler_command(seeds, services, crawl_id, seconds), ROOT)], seconds)
                 results.append(result)
                 print_table([result])
             finally:
