@@ -64,6 +64,8 @@ class RunResult:
     #: (start-up and shutdown excluded): the marginal cost of a page.
     steady_cpu: float = 0.0
     steady_pages: int = 0
+    #: CPU seconds of the mock web's server process during the run.
+    web_cpu: float = 0.0
 
     @property
     def pages_per_second(self) -> float:
@@ -76,6 +78,10 @@ class RunResult:
     @property
     def redis_ms_per_page(self) -> float:
         return 1000 * self.redis_cpu / self.pages if self.pages else 0.0
+
+    @property
+    def web_ms_per_page(self) -> float:
+        return 1000 * self.web_cpu / self.pages if self.pages else 0.0
 
     @property
     def steady_ms_per_page(self) -> float:
@@ -200,15 +206,17 @@ def measure(label: str, web: Web, services: Services, commands: list[tuple[list[
     env.pop("REDIS_URL", None)
     before = len(read_log(str(web.log))) if web.log.exists() else 0
     redis_before = services.redis_cpu()
+    web_before = process_cpu(web.process.pid)
     run = run_processes(commands, env, seconds)
     redis_cpu = services.redis_cpu() - redis_before
+    web_cpu = process_cpu(web.process.pid) - web_before
     entries = read_log(str(web.log))[before:]
     seconds_ = max(e.end for e in entries) - min(e.start for e in entries) if entries else 0.0
     report = politeness(entries, min_gap=0.0)
     low, high = run.window
     steady_pages = sum(1 for e in entries if low <= e.end < high)
     return RunResult(label, len(entries), seconds_, run.cpu, redis_cpu, run.rss, report.overlaps, report.short_gaps,
-                     run.window_cpu, steady_pages)
+                     run.window_cpu, steady_pages, web_cpu)
 
 
 #: The crawl path only (robots.txt, frontier, seen set): no storage pipelines,
@@ -247,6 +255,22 @@ def plain_command(seeds: Path, seconds: int) -> list[str]:
         "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=1", "-s", f"CONCURRENT_REQUESTS={CONCURRENCY}",
         "-s", f"CLOSESPIDER_TIMEOUT={seconds}", "-s", "LOG_LEVEL=INFO", "-s", "TELNETCONSOLE_ENABLED=False",
     ]
+
+
+def scaling_ceiling(one: RunResult) -> str:
+    """The most two workers can gain on this machine, from one worker's run.
+
+    Every page costs CPU in the worker, in redis-server and in the mock web,
+    all on the same cores: with every core busy, pages/s cannot exceed
+    cores / (worker + Redis + web CPU per page). One worker is bound by its
+    own CPU alone.
+    """
+    cores = os.cpu_count() or 1
+    per_page = one.steady_ms_per_page + one.redis_ms_per_page + one.web_ms_per_page
+    most = 1000 * cores / per_page
+    return (f"ceiling for 2 workers on {cores} cores: worker {one.steady_ms_per_page:.2f} + redis "
+            f"{one.redis_ms_per_page:.2f} + mock web {one.web_ms_per_page:.2f} = {per_page:.2f} ms CPU per page "
+            f"-> at most {most:.0f} pages/s = {most / one.pages_per_second:.2f}x one worker's {one.pages_per_second:.0f}")
 
 
 def print_table(results: list[RunResult]) -> None:
@@ -327,6 +351,7 @@ def main() -> None:
             results += [one, two]
             print_table([one, two])
             ratios.append(f"zipf: 2 workers / 1 worker = {two.pages_per_second / one.pages_per_second:.2f}x pages/s")
+            ratios.append(scaling_ceiling(one))
             if args.compare_clients:
                 aio = measure("zipf: crawler, aiohttp client", web, services,
                               [(crawler_command(seeds, services, f"bench-{uuid.uuid4().hex[:8]}", args.seconds,
