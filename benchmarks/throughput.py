@@ -294,6 +294,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=30, help="crawl time of each run")
     parser.add_argument("--hosts", type=int, default=2000)
     parser.add_argument("--skip-plain", action="store_true", help="only the crawler runs")
+    parser.add_argument("--workers-only", action="store_true",
+                        help="only the two-workers-against-one block (and --compare-clients)")
     parser.add_argument("--compare-clients", action="store_true",
                         help="also crawl web (a) with FETCH_HTTP_CLIENT=aiohttp, after the lean client, side by side")
     args = parser.parse_args()
@@ -309,7 +311,7 @@ def main() -> None:
     results: list[RunResult] = []
     ratios: list[str] = []
     try:
-        for name, spec in shapes.items():
+        for name, spec in ({} if args.workers_only else shapes).items():
             print(f"web ({name}): {spec.hosts} hosts, {spec.total_pages()} pages, "
                   f"~{spec.fanout + spec.nav + spec.cross} links/page", flush=True)
             ours = plain = None
@@ -338,40 +340,47 @@ def main() -> None:
                     f"pages per CPU-second, {ours.pages_per_second / plain.pages_per_second:.2f}x pages/s, "
                     f"{plain.steady_ms_per_page / ours.steady_ms_per_page:.2f}x in the steady window"
                 )
-        spec = shapes["zipf"]
+        # Two workers against one on a Zipf web with twice the pages (the same
+        # hosts, each twice as large): two workers fetch most of web (a) within
+        # 40 s, and a web running dry (a few big hosts left, one request each
+        # at a time) would measure the web, not the workers.
+        spec = WebSpec(hosts=args.hosts, sizes="zipf:10000:1.0", fanout=10, nav=20, cross=10, filler_words=600)
+        print(f"web (zipf x2): {spec.hosts} hosts, {spec.total_pages()} pages", flush=True)
         web = Web(spec, workdir / "zipf-two-workers.log")
         try:
-            seeds = web.seeds(workdir / "zipf-seeds.txt")
-            one = measure("zipf: crawler, 1 worker (again)", web, services,
+            seeds = web.seeds(workdir / "zipf2-seeds.txt")
+            one = measure("zipf x2: crawler, 1 worker", web, services,
                           [(crawler_command(seeds, services, f"bench-{uuid.uuid4().hex[:8]}", args.seconds), ROOT)],
                           args.seconds)
             crawl_id = f"bench-{uuid.uuid4().hex[:8]}"
-            two = measure("zipf: crawler, 2 workers", web, services,
+            two = measure("zipf x2: crawler, 2 workers", web, services,
                           [(crawler_command(seeds, services, crawl_id, args.seconds), ROOT)] * 2, args.seconds)
             results += [one, two]
             print_table([one, two])
-            ratios.append(f"zipf: 2 workers / 1 worker = {two.pages_per_second / one.pages_per_second:.2f}x pages/s")
+            ratios.append(f"zipf x2: 2 workers / 1 worker = {two.pages_per_second / one.pages_per_second:.2f}x pages/s")
             ratios.append(scaling_ceiling(one))
             if args.compare_clients:
-                aio = measure("zipf: crawler, aiohttp client", web, services,
+                aio = measure("zipf x2: crawler, aiohttp client", web, services,
                               [(crawler_command(seeds, services, f"bench-{uuid.uuid4().hex[:8]}", args.seconds,
                                                 extra=("-s", "FETCH_HTTP_CLIENT=aiohttp")), ROOT)], args.seconds)
                 results.append(aio)
                 print_table([aio])
-                ratios.append(f"zipf: aiohttp client / lean client = {aio.steady_ms_per_page / one.steady_ms_per_page:.2f}x "
+                ratios.append(f"zipf x2: aiohttp client / lean client = {aio.steady_ms_per_page / one.steady_ms_per_page:.2f}x "
                               f"steady CPU per page")
         finally:
             web.stop()
-        web = Web(spec, workdir / "zipf-full.log")
-        try:
-            seeds = web.seeds(workdir / "zipf-seeds.txt")
-            full = measure("zipf: crawler + WARC, dedup, metadata", web, services,
-                           [(crawler_command(seeds, services, f"bench-{uuid.uuid4().hex[:8]}", args.seconds,
-                                             full=True), ROOT)], args.seconds)
-            results.append(full)
-            print_table([full])
-        finally:
-            web.stop()
+        if not args.workers_only:
+            spec = shapes["zipf"]
+            web = Web(spec, workdir / "zipf-full.log")
+            try:
+                seeds = web.seeds(workdir / "zipf-seeds.txt")
+                full = measure("zipf: crawler + WARC, dedup, metadata", web, services,
+                               [(crawler_command(seeds, services, f"bench-{uuid.uuid4().hex[:8]}", args.seconds,
+                                                 full=True), ROOT)], args.seconds)
+                results.append(full)
+                print_table([full])
+            finally:
+                web.stop()
     finally:
         services.stop()
     print()
