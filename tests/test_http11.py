@@ -434,3 +434,28 @@ def test_requests_through_a_proxy_go_through_aiohttp() -> None:
     server = asyncio.run(serve([([ok(b"via proxy")], True)], test))
     # A proxy gets the absolute URL in the request line.
     assert server.requests[0].startswith(b"GET http://example.invalid/page HTTP/1.1\r\n")
+
+
+def test_an_ipv6_literal_host_is_bracketed_in_the_host_header() -> None:
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback on this machine")
+    state = ScriptedServer([([ok(b"six")], True)])
+
+    async def main() -> None:
+        server = await asyncio.start_server(state.handle, "::1", 0)
+        port = server.sockets[0].getsockname()[1]
+        handler = handler_for(FetchClient.LEAN)
+        try:
+            response = await handler.download_request(Request(f"http://[::1]:{port}/v6"))
+            assert response.body == b"six" and str(response.ip_address) == "::1"
+        finally:
+            await handler.close()
+            server.close()
+
+    asyncio.run(asyncio.wait_for(main(), 10))
+    assert b"\r\nHost: [::1]:" in state.requests[0]

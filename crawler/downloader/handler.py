@@ -85,8 +85,8 @@ class FetchClient(Enum):
     AIOHTTP = "aiohttp"
 
 
-def _target(url: str, path: str, query: str) -> str:
-    """The request target (origin form) of ``url``, with any unsafe character escaped."""
+def _target(path: str, query: str) -> str:
+    """The request target (origin form) of a URL's path and query, any unsafe character escaped."""
     target = path or "/"
     if query:
         target = f"{target}?{query}"
@@ -195,14 +195,11 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
             ascii_host = host if host.isascii() else host.encode("idna").decode("ascii")
         except UnicodeError as exc:
             raise UnsupportedURLSchemeError(f"Invalid host name in {request.url}") from exc
-        netloc = ascii_host if port == _DEFAULT_PORTS[scheme] else f"{ascii_host}:{port}"
-        if ":" in ascii_host and port == _DEFAULT_PORTS[scheme]:
-            netloc = f"[{ascii_host}]"
-        elif ":" in ascii_host:
-            netloc = f"[{ascii_host}]:{port}"
+        bracketed = f"[{ascii_host}]" if ":" in ascii_host else ascii_host  # an IPv6 literal
+        netloc = bracketed if port == _DEFAULT_PORTS[scheme] else f"{bracketed}:{port}"
         try:
             payload = http11.request_head(
-                request.method, _target(request.url, parts.path, parts.query), netloc,
+                request.method, _target(parts.path, parts.query), netloc,
                 [(name, value) for name, values in dict.items(request.headers) for value in values
                  if name != b"Proxy-Authorization"],
                 request.body,
