@@ -116,15 +116,13 @@ class Services:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         wait_port("127.0.0.1", self.redis_port)
-        self.redis_process = psutil.Process(self.redis.pid)
 
     @property
     def redis_url(self) -> str:
         return f"redis://127.0.0.1:{self.redis_port}/0"
 
     def redis_cpu(self) -> float:
-        times = self.redis_process.cpu_times()
-        return float(times.user + times.system)
+        return process_cpu(self.redis.pid)
 
     def stop(self) -> None:
         self.redis.send_signal(signal.SIGTERM)

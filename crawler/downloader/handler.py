@@ -156,6 +156,12 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
             skip_auto_headers=("Accept", "Accept-Encoding", "Content-Type", "User-Agent"),
         )
 
+    def _guard_literal(self, host: str) -> None:
+        """Refuse (and count) an IP-literal host the address policy forbids; names are checked at resolution."""
+        if self._refused_literal(host):
+            self._stats.inc_value("fetch/blocked_address")
+            raise BlockedAddressError(f"refused address {host} (ALLOW_PRIVATE_NETWORKS is off)")
+
     def _refused_literal(self, host: str) -> bool:
         """Whether ``host`` is an IP literal the address policy refuses (bounded memo)."""
         refused = self._literal_verdicts.get(host)
@@ -188,9 +194,7 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
             port = parts.port or _DEFAULT_PORTS[scheme]
         except ValueError as exc:
             raise UnsupportedURLSchemeError(f"Invalid port in {request.url}") from exc
-        if self._refused_literal(host):
-            self._stats.inc_value("fetch/blocked_address")
-            raise BlockedAddressError(f"refused address {host} (ALLOW_PRIVATE_NETWORKS is off)")
+        self._guard_literal(host)
         try:
             ascii_host = host if host.isascii() else host.encode("idna").decode("ascii")
         except UnicodeError as exc:
@@ -209,12 +213,13 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
         key: http11.Key = (scheme, ascii_host, port)
         start = time.monotonic()
         hook = self._chunk_hook(request)
+        maxsize: int = meta.get("download_maxsize", self._default_maxsize)
         connection: http11.HttpConnection | None = None
         try:
             async with asyncio.timeout(timeout):
-                connection, head = await self._exchange(request, key, payload, hook)
+                connection, head = await self._exchange(request, key, payload, maxsize, hook)
                 meta["download_latency"] = time.monotonic() - start
-                response = await self._receive(request, connection, head, hook)
+                response = await self._receive(request, connection, head, maxsize, hook)
         except TimeoutError as exc:
             raise DownloadTimeoutError(f"Getting {request.url} took longer than {timeout} seconds.") from exc
         except http11.ProtocolError as exc:
@@ -229,10 +234,9 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
         return response
 
     async def _exchange(
-        self, request: Request, key: http11.Key, payload: bytes, hook: _BytesReceived | None
+        self, request: Request, key: http11.Key, payload: bytes, maxsize: int, hook: _BytesReceived | None
     ) -> tuple[http11.HttpConnection, http11.ResponseHead]:
         """Send the request on a kept connection or a new one; the response head."""
-        maxsize: int = request.meta.get("download_maxsize", self._default_maxsize)
         head_only = request.method == "HEAD"
         connection = self._pool.acquire(key)
         while True:
@@ -258,8 +262,9 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
         scheme, host, port = key
         connect_timeout = min(self._connect_timeout, request.meta.get("download_timeout", self._connect_timeout))
         try:
+            literal = parse_ip(host) is not None
             async with asyncio.timeout(connect_timeout):
-                if parse_ip(host) is not None:
+                if literal:
                     addresses = [host]
                 else:
                     try:
@@ -270,7 +275,7 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
                 return await http11.connect(
                     key, addresses,
                     ssl_context=self._ssl_context if scheme == "https" else None,
-                    server_hostname=host if parse_ip(host) is None else "",
+                    server_hostname="" if literal else host,
                     local_addr=self._bind_address,
                 )
         except TimeoutError as exc:
@@ -285,12 +290,11 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
         return _BytesReceived(self.crawler, request)
 
     async def _receive(
-        self, request: Request, connection: http11.HttpConnection, head: http11.ResponseHead,
+        self, request: Request, connection: http11.HttpConnection, head: http11.ResponseHead, maxsize: int,
         hook: _BytesReceived | None,
     ) -> Response:
         """Scrapy's response to a request whose head arrived, with the body read under its limits."""
         meta = request.meta
-        maxsize: int = meta.get("download_maxsize", self._default_maxsize)
         warnsize: int = meta.get("download_warnsize", self._default_warnsize)
         headers = _headers(head.headers)
         expected = head.content_length
@@ -337,9 +341,7 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
     @asynccontextmanager
     async def _make_request(self, request: Request, timeout: float) -> AsyncIterator[_ClientResponse]:
         host = urlparse_cached(request).hostname or ""
-        if self._refused_literal(host):
-            self._stats.inc_value("fetch/blocked_address")
-            raise BlockedAddressError(f"refused address {host} (ALLOW_PRIVATE_NETWORKS is off)")
+        self._guard_literal(host)
         proxy = self._extract_proxy_url_with_creds(request)
         headers = self._request_headers(request).to_tuple_list()
         url: str | yarl.URL = request.url

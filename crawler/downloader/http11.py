@@ -140,26 +140,16 @@ class HttpConnection(asyncio.Protocol):
         self.on_lost: Callable[[HttpConnection], None] | None = None
         self._state = _IDLE
         self._buffer = bytearray()
-        self._started = False
-        self._head_only = False
         self._keep_alive = True
+        # Set by each response head (_frame):
         self._framing = _NONE
         self._remaining = 0
         self._chunk_left = 0
         self._trailers = False
         self._trailer_lines = 0
         self._chunks = 0
-        self._interim = 0
-        self._limit = 0
-        self._received = 0
-        self._pieces: list[bytes] = []
-        self._on_chunk: ChunkHook | None = None
         self._head_waiter: asyncio.Future[ResponseHead] | None = None
-        self._body_waiter: asyncio.Future[bytes] | None = None
-        self._body: bytes | None = None
-        self._error: FetchError | None = None
-        #: True when the body hook asked to stop (the body is what came before).
-        self.stopped = False
+        self._new_exchange(head_only=False, limit=0, on_chunk=None)
 
     # -- asyncio.Protocol -------------------------------------------------------------
 
@@ -226,23 +216,27 @@ class HttpConnection(asyncio.Protocol):
         """Send a request; the future gives the response head."""
         if self._state != _IDLE or self.transport is None:
             raise ConnectionClosed("the connection is not idle", started=False)
-        loop = asyncio.get_running_loop()
+        self._new_exchange(head_only=head_only, limit=limit, on_chunk=on_chunk)
         self._state = _HEAD
+        waiter: asyncio.Future[ResponseHead] = asyncio.get_running_loop().create_future()
+        self._head_waiter = waiter
+        self.transport.write(payload)
+        return waiter
+
+    def _new_exchange(self, *, head_only: bool, limit: int, on_chunk: ChunkHook | None) -> None:
+        """The state of one request and its answer, fresh."""
         self._head_only = head_only
         self._limit = limit
         self._on_chunk = on_chunk
         self._started = False
         self._received = 0
         self._interim = 0
-        self._pieces = []
-        self._body = None
-        self._error = None
-        self._body_waiter = None
+        self._pieces: list[bytes] = []
+        self._body: bytes | None = None
+        self._error: FetchError | None = None
+        self._body_waiter: asyncio.Future[bytes] | None = None
+        #: True when the body hook asked to stop (the body is what came before).
         self.stopped = False
-        waiter: asyncio.Future[ResponseHead] = loop.create_future()
-        self._head_waiter = waiter
-        self.transport.write(payload)
-        return waiter
 
     def read_body(self) -> asyncio.Future[bytes]:
         """The body of the current exchange (after its head)."""
