@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 import psutil  # noqa: E402
 
-from tests.support.mockweb import WebSpec, free_port, host_ip, politeness, read_log, spec_arguments  # noqa: E402
+from tests.support.mockweb import LogEntry, WebSpec, free_port, host_ip, politeness, read_log, spec_arguments  # noqa: E402
 
 CONCURRENCY = 32
 
@@ -92,10 +92,10 @@ class RunResult:
         return self.pages / self.cpu if self.cpu else 0.0
 
 
-def wait_port(host: str, port: int) -> None:
+def wait_port(host: str, port: int, timeout: float = 10.0) -> None:
     import socket
 
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             with socket.create_connection((host, port), timeout=0.2):
@@ -130,16 +130,31 @@ class Services:
 
 
 class Web:
+    """The mock web in its own process, standing in for servers on other machines.
+
+    Its CPU is on this machine's cores too, so it is made cheap: every page
+    is rendered before it listens (``--prerender``: serving then costs no
+    rendering) and its request log is written in batches (``--log-flush``).
+    """
+
+    #: Seconds between a request's log line and its flush (read_log waits this long).
+    LOG_FLUSH = 0.1
+
     def __init__(self, spec: WebSpec, log: Path) -> None:
         self.spec = spec
         self.port = free_port()
         self.log = log
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.support.mockweb", "--port", str(self.port), "--log", str(log),
-             *spec_arguments(spec)],
+             "--log-flush", str(self.LOG_FLUSH), "--prerender", *spec_arguments(spec)],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
-        wait_port(host_ip(0), self.port)
+        wait_port(host_ip(0), self.port, timeout=300)
+
+    def entries(self) -> list[LogEntry]:
+        """The request log so far (every line written is flushed by now)."""
+        time.sleep(3 * self.LOG_FLUSH)
+        return read_log(str(self.log)) if self.log.exists() else []
 
     def seeds(self, path: Path) -> Path:
         path.write_text("".join(f"http://{host_ip(h)}:{self.port}/\n" for h in range(self.spec.hosts)))
@@ -202,13 +217,13 @@ def measure(label: str, web: Web, services: Services, commands: list[tuple[list[
             seconds: int) -> RunResult:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("REDIS_URL", None)
-    before = len(read_log(str(web.log))) if web.log.exists() else 0
+    before = len(web.entries())
     redis_before = services.redis_cpu()
     web_before = process_cpu(web.process.pid)
     run = run_processes(commands, env, seconds)
     redis_cpu = services.redis_cpu() - redis_before
     web_cpu = process_cpu(web.process.pid) - web_before
-    entries = read_log(str(web.log))[before:]
+    entries = web.entries()[before:]
     seconds_ = max(e.end for e in entries) - min(e.start for e in entries) if entries else 0.0
     report = politeness(entries, min_gap=0.0)
     low, high = run.window

@@ -41,7 +41,7 @@ from crawler.frontier.seen import SeenConfig
 from crawler.politeness.backoff import BackoffPolicy
 from crawler.redisconn.link import AnyRedis, KeyConnection, is_slot_error
 from crawler.redisconn.resp import command
-from crawler.urls.fingerprint import bloom_positions, exact_key
+from crawler.urls.fingerprint import POSITIONS, bloom_positions, exact_key
 
 SCRIPT_NAMES = ("enqueue", "claim", "ack", "release", "revive", "drain", "touch", "schedule")
 
@@ -380,14 +380,23 @@ class RedisFrontier:
         commands: list[bytes] = []
         if enqueues:
             batch = self.config.enqueue_batch
+            hashes = self.seen.bloom_hashes
+            unpack = POSITIONS[hashes].unpack
+            cells = self.config.inlink_cells
+            sketched = min(4, hashes) if cells else 0
             head = (
-                b"EVALSHA", self._shas["enqueue"], 1, keys.bloom, prefix, self.seen.bloom_hashes,
-                self.config.host_page_budget, self.config.domain_page_budget, self.config.inlink_cells,
+                b"EVALSHA", self._shas["enqueue"], 1, keys.bloom, prefix, hashes,
+                self.config.host_page_budget, self.config.domain_page_budget, sketched,
             )
             for start in range(0, len(enqueues), batch):
                 args: list[Any] = list(head)
                 for e in enqueues[start : start + batch]:
-                    args += e
+                    offsets = unpack(e.bloom_positions)
+                    args += (e.exact_key, e.exact_set, e.host, e.domain, e.level, e.flags, e.blob)
+                    args += offsets
+                    if sketched:
+                        # The in-link sketch's cells (common.lua, inlink_cells).
+                        args += [f"#{offset % cells}" for offset in offsets[:sketched]]
                 commands.append(command(*args))
                 order.append("enqueue")
         if completions:

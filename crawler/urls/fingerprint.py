@@ -5,7 +5,8 @@ from __future__ import annotations
 import struct
 from hashlib import blake2b
 
-_POSITIONS = {k: struct.Struct(f"<{k}I") for k in range(1, 33)}
+#: The packing of ``k`` Bloom positions (little-endian uint32), by ``k``.
+POSITIONS = {k: struct.Struct(f"<{k}I") for k in range(1, 33)}
 
 
 def url_fingerprint(normalized_url: str, method: str = "GET", body: bytes = b"") -> bytes:
@@ -31,4 +32,4 @@ def bloom_positions(fingerprint: bytes, bits: int, hashes: int) -> bytes:
     """
     h1 = int.from_bytes(fingerprint[8:12], "little")
     h2 = int.from_bytes(fingerprint[12:16], "little") | 1
-    return _POSITIONS[hashes].pack(*[(h1 + i * h2) % bits for i in range(hashes)])
+    return POSITIONS[hashes].pack(*[(h1 + i * h2) % bits for i in range(hashes)])

@@ -21,7 +21,9 @@ Run as ``python -m tests.support.mockweb --port 8000 --hosts 50 ...``.
 from __future__ import annotations
 
 import argparse
+import array
 import asyncio
+import hashlib
 import itertools
 import os
 import random
@@ -163,6 +165,24 @@ def near_duplicate_words(seed: int, count: int = 400) -> list[str]:
 
 
 _WORDS = ["crawler", "frontier", "politeness", "robots", "queue", "host", "lease", "redis", "scrapy", "archive", "index", "search", "page", "link", "anchor", "text", "content", "change", "rate", "fresh", "stale", "budget", "trap", "calendar", "session", "domain", "server", "client", "fetch", "parse", "store", "record"]
+#: Every run of three words, indexed by 15 bits (twice over, so that any
+#: 16-bit number indexes it).
+_TRIPLES = [" ".join(_WORDS[(i >> shift) & 31] for shift in (0, 5, 10)) for i in range(1 << 16)]
+
+
+def filler_text(host: int, page: int, seed: int, count: int) -> str:
+    """``count`` words, a deterministic pseudo-random sequence per page.
+
+    The words come from a hash stream of (host, page, seed), three words per
+    16-bit number: cheap enough that the server spends its CPU on serving.
+    """
+    triples, rest = divmod(count, 3)
+    stream = hashlib.shake_128(b"%d %d %d" % (host, page, seed)).digest(2 * triples + rest)
+    text = " ".join(map(_TRIPLES.__getitem__, array.array("H", stream[: 2 * triples])))
+    if rest:
+        tail = " ".join(_WORDS[byte & 31] for byte in stream[2 * triples :])
+        text = f"{text} {tail}" if text else tail
+    return text
 
 
 def render_page(spec: WebSpec, host: int, page: int, port: int) -> bytes:
@@ -172,11 +192,8 @@ def render_page(spec: WebSpec, host: int, page: int, port: int) -> bytes:
         f"<title>Host {host} page {page}</title></head><body>",
         f"<h1>Host {host} page {page}</h1><p>",
     ]
-    # Deterministic filler text, different on every page (a seeded generator:
-    # the low bits of a bare LCG repeat with a short period).
-    rng = random.Random(host * 1000003 + page * 7919 + spec.seed)
-    words = rng.choices(_WORDS, k=spec.filler_words)
-    parts.append(" ".join(words))
+    # Deterministic filler text, different on every page.
+    parts.append(filler_text(host, page, spec.seed, spec.filler_words))
     parts.append("</p><ul>")
     for i, (other, target) in enumerate(links):
         if other == host:
@@ -284,16 +301,32 @@ class Scenario:
         return count
 
 
+_REASONS = {200: "OK", 301: "Moved Permanently", 304: "Not Modified", 404: "Not Found",
+            429: "Too Many Requests", 503: "Service Unavailable"}
+
+#: A parsed request: method, target, time it was read, headers.
+Incoming = tuple[str, str, float, dict[str, str]]
+
+
 class MockWebProtocol(asyncio.Protocol):
-    """One HTTP/1.1 connection: keep-alive, requests answered in order."""
+    """One HTTP/1.1 connection: keep-alive, requests answered in order.
+
+    A request that finds the connection idle and gets an immediate, normal
+    answer is answered from ``data_received``; the others (a latency, a
+    delay, a misbehaving answer, or requests pipelined behind one) go through
+    a queue served by one task per connection.
+    """
 
     def __init__(self, server: MockWebServer) -> None:
         self.server = server
         self.buffer = b""
         self.transport: asyncio.Transport | None = None
         self.host = -1
-        self.queue: asyncio.Queue[tuple[str, str, float, dict[str, str]] | None] = asyncio.Queue()
+        self.latency = 0.0
+        self.queue: asyncio.Queue[tuple[Incoming, Reply | None] | None] = asyncio.Queue()
         self.task: asyncio.Task[None] | None = None
+        #: No request queued or being answered by the task.
+        self.idle = True
         #: When the client closed the connection (a request it abandoned ends there).
         self.closed_at = float("inf")
 
@@ -302,6 +335,7 @@ class MockWebProtocol(asyncio.Protocol):
         self.transport = transport
         sockname = transport.get_extra_info("sockname")
         self.host = host_index(sockname[0]) if sockname else -1
+        self.latency = self.server.spec.latency(self.host) if self.host >= 0 else 0.0
         self.task = asyncio.ensure_future(self.serve())
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -318,45 +352,63 @@ class MockWebProtocol(asyncio.Protocol):
                 return
             head = self.buffer[:end].decode("latin-1")
             self.buffer = self.buffer[end + 4 :]
-            request_line = head.split("\r\n", 1)[0]
+            request_line, *lines = head.split("\r\n")
             try:
                 method, target, _version = request_line.split(" ", 2)
             except ValueError:
                 method, target = "BAD", "/"
             headers = {}
-            for line in head.split("\r\n")[1:]:
+            for line in lines:
                 name, _, value = line.partition(":")
                 headers[name.strip().lower()] = value.strip()
-            self.queue.put_nowait((method, target, time.time(), headers))
+            incoming = (method, target, time.time(), headers)
+            if not self.idle:
+                self.queue.put_nowait((incoming, None))
+                continue
+            reply = self.server.respond(self.host, method, target, headers)
+            if reply.mode == "normal" and not (self.latency or reply.delay) and self.transport is not None:
+                self.answer(incoming, reply)
+            else:
+                self.idle = False
+                self.queue.put_nowait((incoming, reply))
+
+    def answer(self, incoming: Incoming, reply: Reply) -> None:
+        """Write the head of ``reply`` and, for a normal answer, its body."""
+        assert self.transport is not None
+        method = incoming[0]
+        length = "" if reply.mode in ("drip", "stream") else f"Content-Length: {len(reply.body)}\r\n"
+        head = (
+            f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'OK')}\r\nContent-Type: {reply.content_type}\r\n"
+            f"{length}{reply.headers}Connection: keep-alive\r\n\r\n"
+        ).encode()
+        if reply.mode == "normal":
+            self.transport.write(head + (b"" if method == "HEAD" else reply.body))
+            self.server.log(self.host, method, incoming[1], incoming[2], min(time.time(), self.closed_at), reply.status)
+        else:
+            self.transport.write(head)
 
     async def serve(self) -> None:
         while True:
-            entry = await self.queue.get()
-            if entry is None or self.transport is None or self.transport.is_closing():
+            queued = await self.queue.get()
+            if queued is None or self.transport is None or self.transport.is_closing():
                 return
-            method, target, start, headers = entry
-            reply = self.server.respond(self.host, method, target, headers)
-            delay = (self.server.spec.latency(self.host) if self.host >= 0 else 0.0) + reply.delay
+            incoming, reply = queued
+            method, target, start, headers = incoming
+            if reply is None:
+                reply = self.server.respond(self.host, method, target, headers)
+            delay = self.latency + reply.delay
             if delay:
                 await asyncio.sleep(delay)
             if self.transport.is_closing():
                 self.server.log(self.host, method, target, start, min(time.time(), self.closed_at), 0)
                 return
-            reason = {200: "OK", 301: "Moved Permanently", 304: "Not Modified", 404: "Not Found",
-                      429: "Too Many Requests", 503: "Service Unavailable"}.get(reply.status, "OK")
-            length = "" if reply.mode in ("drip", "stream") else f"Content-Length: {len(reply.body)}\r\n"
-            head = (
-                f"HTTP/1.1 {reply.status} {reason}\r\nContent-Type: {reply.content_type}\r\n"
-                f"{length}{reply.headers}Connection: keep-alive\r\n\r\n"
-            ).encode()
-            if reply.mode == "normal":
-                self.transport.write(head + (b"" if method == "HEAD" else reply.body))
-            else:
-                self.transport.write(head)
-                await self.misbehave(reply)
-            self.server.log(self.host, method, target, start, min(time.time(), self.closed_at), reply.status)
+            self.answer(incoming, reply)
             if reply.mode != "normal":
+                await self.misbehave(reply)
+                self.server.log(self.host, method, target, start, min(time.time(), self.closed_at), reply.status)
                 return
+            if self.queue.empty():
+                self.idle = True
 
     async def misbehave(self, reply: Reply) -> None:
         assert self.transport is not None
@@ -373,18 +425,33 @@ class MockWebProtocol(asyncio.Protocol):
 
 
 class MockWebServer:
-    def __init__(self, spec: WebSpec, port: int, log_path: str | None) -> None:
+    def __init__(self, spec: WebSpec, port: int, log_path: str | None, log_flush: float = 0.0) -> None:
         self.spec = spec
         self.port = port
         # Rendered pages, so the server spends its CPU on serving (bounded).
         self.cache: dict[tuple[int, int], bytes] = {}
-        self.log_file = open(log_path, "a", buffering=1) if log_path else None
+        self.cache_size = 100_000
+        # Line-buffered unless ``log_flush`` > 0: then lines are flushed at
+        # most ``log_flush`` seconds after they are written (the benchmarks:
+        # one write per batch, not per request).
+        self.log_flush = log_flush
+        self.log_file = open(log_path, "a", buffering=-1 if log_flush > 0 else 1) if log_path else None
+        self.flush_pending = False
+        self.host_names = [host_ip(host) for host in range(spec.hosts)]
         self.scenario = Scenario(spec.scenario)
 
     def log(self, host: int, method: str, path: str, start: float, end: float, status: int) -> None:
         if self.log_file is not None:
-            name = host_ip(host) if host >= 0 else "?"
+            name = self.host_names[host] if 0 <= host < len(self.host_names) else "?"
             self.log_file.write(f"{name}\t{method}\t{path}\t{start:.6f}\t{end:.6f}\t{status}\n")
+            if self.log_flush > 0 and not self.flush_pending:
+                self.flush_pending = True
+                asyncio.get_running_loop().call_later(self.log_flush, self.flush_log)
+
+    def flush_log(self) -> None:
+        self.flush_pending = False
+        if self.log_file is not None and not self.log_file.closed:
+            self.log_file.flush()
 
     def respond(self, host: int, method: str, target: str, headers: dict[str, str] | None = None) -> Reply:
         path = target.split("#", 1)[0]
@@ -407,20 +474,31 @@ class MockWebServer:
             return self.respond_special(host, path)
         page = parse_page_path(path)
         if 0 <= page < self.spec.pages(host):
-            body = self.cache.get((host, page))
-            if body is None:
-                body = render_page(self.spec, host, page, self.port)
-                if page == 0 and host in self.scenario.specials:
-                    links = "".join(f'<a href="{p}">{p}</a>' for p in self.scenario.specials[host])
-                    body = body.replace(b"</ul>", links.encode() + b"</ul>")
-                if len(self.cache) < 100_000:
-                    self.cache[(host, page)] = body
-            return Reply(200, "text/html; charset=utf-8", body)
+            return Reply(200, "text/html; charset=utf-8", self.page(host, page))
         if self.spec.extras and path == "/data.bin":
             return Reply(200, "application/octet-stream", bytes(range(256)) * 4)
         if self.spec.extras and path == "/moved":
             return Reply(301, "text/html", b"<html>moved</html>", f"Location: http://{host_ip(host)}:{self.port}/p/1\r\n")
         return Reply(404, "text/html", b"<html><body>not found</body></html>")
+
+    def page(self, host: int, page: int) -> bytes:
+        """The body of a page of the site graph, rendered once (the cache is bounded)."""
+        body = self.cache.get((host, page))
+        if body is None:
+            body = render_page(self.spec, host, page, self.port)
+            if page == 0 and host in self.scenario.specials:
+                links = "".join(f'<a href="{p}">{p}</a>' for p in self.scenario.specials[host])
+                body = body.replace(b"</ul>", links.encode() + b"</ul>")
+            if len(self.cache) < self.cache_size:
+                self.cache[(host, page)] = body
+        return body
+
+    def prerender(self) -> None:
+        """Render every page of the site graph now, so that serving one costs no rendering."""
+        self.cache_size = max(self.cache_size, self.spec.total_pages() + 16)
+        for host in range(self.spec.hosts):
+            for page in range(self.spec.pages(host)):
+                self.page(host, page)
 
     def respond_changing(self, host: int, path: str, headers: dict[str, str]) -> Reply | None:
         """Pages that change at known rates, with validators (see :class:`Scenario`)."""
@@ -642,8 +720,12 @@ class MockWebServer:
         return Reply(200, "text/html", html)
 
 
-async def serve_forever(spec: WebSpec, port: int, log_path: str | None) -> None:
-    server = MockWebServer(spec, port, log_path)
+async def serve_forever(
+    spec: WebSpec, port: int, log_path: str | None, log_flush: float = 0.0, prerender: bool = False
+) -> None:
+    server = MockWebServer(spec, port, log_path, log_flush)
+    if prerender:
+        server.prerender()
     loop = asyncio.get_running_loop()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -738,6 +820,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--extras", action="store_true")
     parser.add_argument("--scenario", default="")
     parser.add_argument("--log", default=None)
+    parser.add_argument("--log-flush", type=float, default=0.0,
+                        help="flush the request log at most this many seconds after a line (0: every line)")
+    parser.add_argument("--prerender", action="store_true",
+                        help="render every page before listening (benchmarks: the web's CPU goes to serving)")
     args = parser.parse_args(argv)
     spec = WebSpec(
         hosts=args.hosts, sizes=args.sizes, fanout=args.fanout, nav=args.nav,
@@ -746,7 +832,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     if os.environ.get("MOCKWEB_NICE"):
         os.nice(int(os.environ["MOCKWEB_NICE"]))
-    asyncio.run(serve_forever(spec, args.port, args.log))
+    asyncio.run(serve_forever(spec, args.port, args.log, args.log_flush, args.prerender))
 
 
 if __name__ == "__main__":
