@@ -64,6 +64,7 @@ class RunResult:
     #: (start-up and shutdown excluded): the marginal cost of a page.
     steady_cpu: float = 0.0
     steady_pages: int = 0
+    steady_seconds: float = 0.0
     #: CPU seconds of the mock web's server process during the run.
     web_cpu: float = 0.0
 
@@ -82,6 +83,10 @@ class RunResult:
     @property
     def web_ms_per_page(self) -> float:
         return 1000 * self.web_cpu / self.pages if self.pages else 0.0
+
+    @property
+    def steady_pages_per_second(self) -> float:
+        return self.steady_pages / self.steady_seconds if self.steady_seconds else 0.0
 
     @property
     def steady_ms_per_page(self) -> float:
@@ -229,7 +234,7 @@ def measure(label: str, web: Web, services: Services, commands: list[tuple[list[
     low, high = run.window
     steady_pages = sum(1 for e in entries if low <= e.end < high)
     return RunResult(label, len(entries), seconds_, run.cpu, redis_cpu, run.rss, report.overlaps, report.short_gaps,
-                     run.window_cpu, steady_pages, web_cpu)
+                     run.window_cpu, steady_pages, high - low, web_cpu)
 
 
 #: The crawl path only (robots.txt, frontier, seen set): no storage pipelines,
@@ -370,7 +375,11 @@ def main() -> None:
                           [(crawler_command(seeds, services, crawl_id, args.seconds), ROOT)] * 2, args.seconds)
             results += [one, two]
             print_table([one, two])
-            ratios.append(f"zipf x2: 2 workers / 1 worker = {two.pages_per_second / one.pages_per_second:.2f}x pages/s")
+            ratios.append(
+                f"zipf x2: 2 workers / 1 worker = {two.pages_per_second / one.pages_per_second:.2f}x pages/s over the "
+                f"crawl, {two.steady_pages_per_second / one.steady_pages_per_second:.2f}x in the steady window "
+                f"({one.steady_pages_per_second:.0f} -> {two.steady_pages_per_second:.0f} pages/s)"
+            )
             ratios.append(scaling_ceiling(one))
             if args.compare_clients:
                 aio = measure("zipf x2: crawler, aiohttp client", web, services,

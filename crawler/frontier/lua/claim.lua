@@ -106,7 +106,12 @@ local missing = 0
 local taken = 0
 if max_claim > 0 then
   local hosts = redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0, max_claim)
-  for _, host in ipairs(hosts) do
+  -- One lease number per host, reserved at once (a host without a URL leaves a gap).
+  local first_lease = 0
+  if #hosts > 0 then
+    first_lease = redis.call('INCRBY', P .. 'leaseseq', #hosts) - #hosts
+  end
+  for index, host in ipairs(hosts) do
     redis.call('ZREM', ready, host)
     local queue = P .. 'q:' .. host
     local blob = nil
@@ -121,8 +126,7 @@ if max_claim > 0 then
       local level = math.floor(tonumber(popped[2]) / SCALE)
       blob = redis.call('HGET', P .. 'req', id)
       if blob then
-        local leaseno = redis.call('INCR', P .. 'leaseseq')
-        member = leaseno .. ' ' .. level .. ' ' .. id .. ' ' .. host
+        member = fmt(first_lease + index) .. ' ' .. level .. ' ' .. id .. ' ' .. host
         redis.call('ZADD', leases, lease_until, member)
       else
         missing = missing + 1

@@ -37,21 +37,20 @@ local reqs = P .. 'req'
 local host_pages = P .. 'budget:host'
 local domain_pages = P .. 'budget:domain'
 local seq = P .. 'seq'
--- Argument lists reused for every request: only the offsets change.
-local set_bits = {'BITFIELD', bloom}
-for j = 1, k do
-  set_bits[#set_bits + 1] = 'SET'
-  set_bits[#set_bits + 1] = 'u1'
-  set_bits[#set_bits + 1] = ''
-  set_bits[#set_bits + 1] = '1'
+-- Argument lists reused for every request: `head`, then n times
+-- (op, type, <offset>, 1); only the offsets change (set_bits[1 + 4j],
+-- count_inlink[3 + 4j]).
+local function repeated(head, op, kind, n)
+  for _ = 1, n do
+    head[#head + 1] = op
+    head[#head + 1] = kind
+    head[#head + 1] = ''
+    head[#head + 1] = '1'
+  end
+  return head
 end
-local count_inlink = {'BITFIELD', P .. 'inlinks', 'OVERFLOW', 'SAT'}
-for j = 1, c do
-  count_inlink[#count_inlink + 1] = 'INCRBY'
-  count_inlink[#count_inlink + 1] = 'u8'
-  count_inlink[#count_inlink + 1] = ''
-  count_inlink[#count_inlink + 1] = '1'
-end
+local set_bits = repeated({'BITFIELD', bloom}, 'SET', 'u1', k)
+local count_inlink = repeated({'BITFIELD', P .. 'inlinks', 'OVERFLOW', 'SAT'}, 'INCRBY', 'u8', c)
 -- Per call: pages counted per host / domain (read once), pages added per
 -- host / domain (written at the end), hosts known to own a back queue.
 local host_count, host_added, domain_count, domain_added, is_active = {}, {}, {}, {}, {}
