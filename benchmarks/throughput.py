@@ -317,6 +317,16 @@ def scaling_ceiling(one: RunResult) -> str:
             f"-> at most {most:.0f} pages/s = {most / one.pages_per_second:.2f}x one worker's {one.pages_per_second:.0f}")
 
 
+def cores_used(run: RunResult, workers: int) -> str:
+    """How busy the cores were in the steady window, from the CPU per page of every process."""
+    cores = os.cpu_count() or 1
+    per_page = run.steady_ms_per_page + run.redis_ms_per_page + run.web_ms_per_page
+    used = run.steady_pages_per_second * per_page / 1000
+    return (f"{run.label}: {used:.2f} of {cores} cores busy in the steady window ({run.steady_pages_per_second:.0f} "
+            f"pages/s x (worker{'s' if workers > 1 else ''} {run.steady_ms_per_page:.2f} + redis "
+            f"{run.redis_ms_per_page:.2f} + mock web {run.web_ms_per_page:.2f} ms per page))")
+
+
 def print_table(results: list[RunResult]) -> None:
     header = (
         f"{'run':<34} {'pages':>7} {'pages/s':>8} {'CPU ms/page':>11} {'steady ms/page':>14} {'pages/CPU-s':>11} "
@@ -407,6 +417,7 @@ def main() -> None:
                 f"({one.steady_pages_per_second:.0f} -> {two.steady_pages_per_second:.0f} pages/s)"
             )
             ratios.append(scaling_ceiling(one))
+            ratios += [cores_used(one, 1), cores_used(two, 2)]
             if args.compare_clients:
                 aio = measure("zipf x2: crawler, aiohttp client", web, services,
                               [(crawler_command(seeds, services, f"bench-{uuid.uuid4().hex[:8]}", args.seconds,
