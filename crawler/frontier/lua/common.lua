@@ -30,7 +30,8 @@ end
 -- 8-bit cells, one BITFIELD string. A URL's cells are its first four Bloom
 -- positions (little-endian uint32) modulo the number of cells; its estimate
 -- is the smallest of them (never below the true count, above it only where
--- every cell collides).
+-- every cell collides). The enqueue script gets these cells ready-made from
+-- the worker (RedisFrontier._build computes the same '#<cell>' offsets).
 local function inlink_cells(positions, cells)
   local count = math.min(4, math.floor(#positions / 4))
   local out = {}
