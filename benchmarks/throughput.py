@@ -52,6 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import psutil  # noqa: E402
+import redis  # noqa: E402
 
 from tests.support.mockweb import LogEntry, WebSpec, free_port, host_ip, politeness, read_log, spec_arguments  # noqa: E402
 
@@ -145,10 +146,8 @@ class Services:
 
     def empty(self) -> None:
         """Forget the previous runs' data: each run starts from an empty frontier."""
-        with socket.create_connection(("127.0.0.1", self.redis_port), timeout=60) as sock:
-            sock.sendall(b"FLUSHALL\r\n")
-            if not sock.recv(64).startswith(b"+OK"):
-                raise RuntimeError("FLUSHALL failed")
+        with redis.Redis(port=self.redis_port, socket_timeout=60) as client:
+            client.flushall()
 
     def stop(self) -> None:
         self.redis.send_signal(signal.SIGTERM)

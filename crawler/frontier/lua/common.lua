@@ -41,19 +41,6 @@ local function inlink_cells(positions, cells)
   return out
 end
 
-local function inlink_add(key, positions, cells)
-  local args = {'BITFIELD', key, 'OVERFLOW', 'SAT'}
-  for _, cell in ipairs(inlink_cells(positions, cells)) do
-    args[#args + 1] = 'INCRBY'
-    args[#args + 1] = 'u8'
-    args[#args + 1] = '#' .. cell
-    args[#args + 1] = 1
-  end
-  if #args > 4 then
-    redis.call(unpack(args))
-  end
-end
-
 local function inlink_estimate(key, positions, cells)
   local args = {'BITFIELD_RO', key}
   for _, cell in ipairs(inlink_cells(positions, cells)) do
