@@ -227,7 +227,8 @@ def test_ack_is_idempotent(run: Callable[..., None]) -> None:
         await f.enqueue([entry("http://a.test/1"), entry("http://a.test/2")])
         lease = (await f.claim(T0, 1)).claimed[0][0]
         done = Completion(lease.member, T0 + 1000, T0)
-        assert await f.ack([done]) == (1, 0)
+        # The same lease twice in one call counts once: the second is stale.
+        assert await f.ack([done, Completion(lease.member, T0 + 5000, T0)]) == (1, 1)
         f = await h.reopen()
         assert await f.ack([done]) == (0, 1)
         assert await f.ack([done, done]) == (0, 2)
@@ -461,6 +462,57 @@ def test_bloom_false_positive_never_loses_a_url(run: Callable[..., None]) -> Non
         assert (await f.step(enqueues=[entry("http://a.test/other", exact_only=True)], now_ms=T0)).added == 1
 
     run(body)
+
+
+def test_a_request_lost_from_the_request_hash_is_skipped(run: Callable[..., None]) -> None:
+    """A back-queue id whose request is gone (a damaged store) is counted and skipped, per host."""
+
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None and h.client is not None
+        hosts = ["w.test", "x.test", "y.test", "z.test"]
+        await f.enqueue([entry(f"http://{host}/") for host in hosts])
+        first = (await f.claim(T0, 10)).claimed
+        assert len(first) == 4  # every host owns a back queue now
+        await f.enqueue([entry(f"http://{host}/{i}") for host in hosts for i in (1, 2)])
+        await f.ack([Completion(lease.member, T0, T0) for lease, _ in first])
+        # y.test loses its first request, z.test both of its.
+        for host, lost in (("y.test", 1), ("z.test", 2)):
+            for queued_id in await h.client.zrange(f.keys.back(host), 0, lost - 1):
+                await h.client.hdel(f.keys.requests, queued_id)
+        f = await h.reopen()
+        claim = await f.claim(T0, 10)
+        assert sorted(blob.decode() for _, blob in claim.claimed) == [
+            "http://w.test/1", "http://x.test/1", "http://y.test/2"]
+        assert claim.missing == 3
+        assert not await h.client.sismember(f.keys.active, "z.test")
+        assert {lease.host for lease, _ in claim.claimed} == {"w.test", "x.test", "y.test"}
+
+    run(body)
+
+
+def test_a_large_call_stores_every_url_once_in_order(run: Callable[..., None]) -> None:
+    """One enqueue call large enough that each of its gathered writes goes out in several chunks."""
+
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        await f.enqueue([entry("http://a.test/")])
+        (lease, _), = (await f.claim(T0, 1)).claimed  # a.test owns a back queue from now on
+        own = [entry(f"http://a.test/{i}") for i in range(2100)]
+        other = [entry(f"http://h{i % 100}.test/{i}") for i in range(4500)]
+        # Each URL twice in the same call: the second is a duplicate.
+        added, duplicates = await f.enqueue(own + other + own[:50] + other[:50])
+        assert (added, duplicates) == (6600, 100)
+        f = await h.reopen()
+        assert await f.enqueue(own[::7] + other[::7]) == (0, len(own[::7]) + len(other[::7]))
+        await f.ack([Completion(lease.member, T0, T0)])
+        claimed = await drain(f, T0, per_claim=200)
+        urls = [blob.decode() for _, blob in claimed]
+        assert sorted(urls) == sorted(e.blob.decode() for e in own + other)
+        assert [url for url in urls if url.startswith("http://a.test/")] == [e.blob.decode() for e in own]
+
+    run(body, enqueue_batch=10_000, inlink_cells=4096)
 
 
 def test_exact_store_stays_compact(run: Callable[..., None]) -> None:

@@ -100,45 +100,68 @@ while nactive < max_active and moved < refill_limit do
   moved = moved + 1
 end
 
--- 3. Claim: hosts whose time has come, earliest first, one URL each.
+-- 3. Claim: hosts whose time has come, earliest first, one URL each. Each
+-- host's first queued id is popped, then all their requests are read with one
+-- HMGET; a host whose id has no request (corrupt entry) pops its next one.
+-- The hosts leave the ready heap and the leases are written in one command each.
 local claimed = {}
 local missing = 0
 local taken = 0
 if max_claim > 0 then
-  local hosts = redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0, max_claim)
-  -- One lease number per host, reserved at once (a host without a URL leaves a gap).
-  local first_lease = 0
+  -- (At most CHUNK hosts a call: the HMGET below is one unpack.)
+  local hosts = redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0, math.min(max_claim, CHUNK - 2))
   if #hosts > 0 then
-    first_lease = redis.call('INCRBY', P .. 'leaseseq', #hosts) - #hosts
-  end
-  for index, host in ipairs(hosts) do
-    redis.call('ZREM', ready, host)
-    local queue = P .. 'q:' .. host
-    local blob = nil
-    local member = nil
-    while not blob do
-      local popped = redis.call('ZPOPMIN', queue)
-      if #popped == 0 then
-        break
+    -- One lease number per host, reserved at once (a host without a URL leaves a gap).
+    local first_lease = redis.call('INCRBY', P .. 'leaseseq', #hosts) - #hosts
+    local unready = batch('ZREM', ready)
+    local new_leases = batch('ZADD', leases)
+    local reqs = P .. 'req'
+    local ids, levels_of = {}, {}
+    local lookup = {'HMGET', reqs}
+    for index, host in ipairs(hosts) do
+      push1(unready, host)
+      local popped = redis.call('ZPOPMIN', P .. 'q:' .. host)
+      if #popped > 0 then
+        taken = taken + 1
+        ids[index] = popped[1]
+        levels_of[index] = math.floor(tonumber(popped[2]) / SCALE)
+        lookup[#lookup + 1] = popped[1]
       end
-      taken = taken + 1
-      local id = popped[1]
-      local level = math.floor(tonumber(popped[2]) / SCALE)
-      blob = redis.call('HGET', P .. 'req', id)
+    end
+    local blobs = {}
+    if #lookup > 2 then
+      blobs = redis.call(unpack(lookup))
+    end
+    local found = 0
+    for index, host in ipairs(hosts) do
+      local id, level, blob = ids[index], levels_of[index], nil
+      if id then
+        found = found + 1
+        blob = blobs[found]
+        while not blob do
+          missing = missing + 1
+          local popped = redis.call('ZPOPMIN', P .. 'q:' .. host)
+          if #popped == 0 then
+            break
+          end
+          taken = taken + 1
+          id = popped[1]
+          level = math.floor(tonumber(popped[2]) / SCALE)
+          blob = redis.call('HGET', reqs, id)
+        end
+      end
       if blob then
-        member = fmt(first_lease + index) .. ' ' .. level .. ' ' .. id .. ' ' .. host
-        redis.call('ZADD', leases, lease_until, member)
+        local member = fmt(first_lease + index) .. ' ' .. level .. ' ' .. id .. ' ' .. host
+        push2(new_leases, lease_until, member)
+        claimed[#claimed + 1] = member
+        claimed[#claimed + 1] = blob
       else
-        missing = missing + 1
+        -- The back queue ran dry (only corrupt entries): the host leaves.
+        redis.call('SREM', active, host)
       end
     end
-    if blob then
-      claimed[#claimed + 1] = member
-      claimed[#claimed + 1] = blob
-    else
-      -- The back queue ran dry (only corrupt entries): the host leaves.
-      redis.call('SREM', active, host)
-    end
+    flush(unready)
+    flush(new_leases)
   end
 end
 if taken > 0 then

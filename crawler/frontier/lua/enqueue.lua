@@ -11,13 +11,16 @@
 --   flags bit 2: exact only (skip the Bloom filter: its answer is never needed
 --   for correctness, only for speed)
 -- Redis CPU is the frontier's shared resource, so: numbers arrive as the
--- strings Redis takes (no number formatting here), a URL's Bloom bits and its
--- sketch cells are one BITFIELD each, and budget counters, the active-host
--- test and the id sequence are read once per call and written once per host
--- or once per call.
--- Seen check: a Bloom bit at 0 means new; else the exact store decides (a
--- Bloom false positive is counted and the URL still enqueued). A new URL over
--- its host's or domain's budget is dropped and not recorded as seen.
+-- strings Redis takes (no number formatting here); the writes of the whole
+-- call are gathered into a few commands sent at the end (one BITFIELD for
+-- every sketch cell, one for every new URL's Bloom bits, one HSET for the
+-- request hash, one ZADD per back queue, one LPUSH per front queue; each in
+-- chunks, see `batch`); budget counters, the active-host test and the id
+-- sequence are read once per call and written once per host or once per call.
+-- Seen check: a URL added earlier in this call is a duplicate; else a Bloom
+-- bit at 0 means new; else the exact store decides (a Bloom false positive is
+-- counted and the URL still enqueued). A new URL over its host's or domain's
+-- budget is dropped and not recorded as seen.
 -- A request whose host owns a back queue goes straight into it (the request
 -- in the request hash, its id in the back queue); otherwise it waits, whole,
 -- in the front queue of its level ("<host> <id> <request>") until the refill
@@ -33,27 +36,17 @@ local c = tonumber(ARGV[5])
 local stride = 7 + k + c
 local bloom = KEYS[1]
 local active = P .. 'active'
-local reqs = P .. 'req'
 local host_pages = P .. 'budget:host'
 local domain_pages = P .. 'budget:domain'
 local seq = P .. 'seq'
--- Argument lists reused for every request: `head`, then n times
--- (op, type, <offset>, 1); only the offsets change (set_bits[1 + 4j],
--- count_inlink[3 + 4j]).
-local function repeated(head, op, kind, n)
-  for _ = 1, n do
-    head[#head + 1] = op
-    head[#head + 1] = kind
-    head[#head + 1] = ''
-    head[#head + 1] = '1'
-  end
-  return head
-end
-local set_bits = repeated({'BITFIELD', bloom}, 'SET', 'u1', k)
-local count_inlink = repeated({'BITFIELD', P .. 'inlinks', 'OVERFLOW', 'SAT'}, 'INCRBY', 'u8', c)
+local set_bits = batch('BITFIELD', bloom)
+local count_inlinks = batch('BITFIELD', P .. 'inlinks', 'OVERFLOW', 'SAT')
+local requests = batch('HSET', P .. 'req')
+local back_queues, front_queues = {}, {}
 -- Per call: pages counted per host / domain (read once), pages added per
--- host / domain (written at the end), hosts known to own a back queue.
-local host_count, host_added, domain_count, domain_added, is_active = {}, {}, {}, {}, {}
+-- host / domain (written at the end), hosts known to own a back queue, URLs
+-- added (their Bloom bits are set at the end).
+local host_count, host_added, domain_count, domain_added, is_active, fresh = {}, {}, {}, {}, {}, {}
 -- Pages counted for `name` in the hash `key`, read once per call.
 local function counted(cache, key, name)
   local count = cache[name]
@@ -72,29 +65,32 @@ for i = 6, #ARGV, stride do
   if c > 0 then
     local cells = offsets + k
     for j = 1, c do
-      count_inlink[3 + 4 * j] = ARGV[cells + j]
+      push4(count_inlinks, 'INCRBY', 'u8', ARGV[cells + j], '1')
     end
-    redis.call(unpack(count_inlink))
   end
   local exact = P .. 'seen:x:' .. set
   local dont_filter = flags % 2 == 1
   local exact_only = math.floor(flags / 2) % 2 == 1
   local status = 'new'
   if not dont_filter then
-    local maybe = true
-    if not exact_only then
-      for j = 1, k do
-        if redis.call('GETBIT', bloom, ARGV[offsets + j]) == 0 then
-          maybe = false
-          break
+    if fresh[fp] then
+      status = 'dup'
+    else
+      local maybe = true
+      if not exact_only then
+        for j = 1, k do
+          if redis.call('GETBIT', bloom, ARGV[offsets + j]) == 0 then
+            maybe = false
+            break
+          end
         end
       end
-    end
-    if maybe then
-      if redis.call('SISMEMBER', exact, fp) == 1 then
-        status = 'dup'
-      elseif not exact_only then
-        false_positives = false_positives + 1
+      if maybe then
+        if redis.call('SISMEMBER', exact, fp) == 1 then
+          status = 'dup'
+        elseif not exact_only then
+          false_positives = false_positives + 1
+        end
       end
     end
     if status == 'new' and host_budget > 0 and counted(host_count, host_pages, host) >= host_budget then
@@ -105,10 +101,10 @@ for i = 6, #ARGV, stride do
     end
   end
   if status == 'new' then
+    fresh[fp] = true
     for j = 1, k do
-      set_bits[1 + 4 * j] = ARGV[offsets + j]
+      push4(set_bits, 'SET', 'u1', ARGV[offsets + j], '1')
     end
-    redis.call(unpack(set_bits))
     redis.call('SADD', exact, fp)
     if not dont_filter then
       host_count[host] = (host_count[host] or 0) + 1
@@ -124,13 +120,23 @@ for i = 6, #ARGV, stride do
       is_active[host] = owned
     end
     if owned then
-      redis.call('HSET', reqs, id, ARGV[i + 6])
-      redis.call('ZADD', P .. 'q:' .. host, fmt(level * SCALE + base_id + added), id)
+      push2(requests, id, ARGV[i + 6])
+      local queue = back_queues[host]
+      if queue == nil then
+        queue = batch('ZADD', P .. 'q:' .. host)
+        back_queues[host] = queue
+      end
+      push2(queue, fmt(level * SCALE + base_id + added), id)
     else
       -- The request travels inside its front-queue entry (a list entry costs
       -- a few bytes; a hash field about 60): it enters the request hash when
       -- the refill gives its host a back queue.
-      redis.call('LPUSH', P .. 'front:' .. level, host .. ' ' .. id .. ' ' .. ARGV[i + 6])
+      local queue = front_queues[level]
+      if queue == nil then
+        queue = batch('LPUSH', P .. 'front:' .. level)
+        front_queues[level] = queue
+      end
+      push1(queue, host .. ' ' .. id .. ' ' .. ARGV[i + 6])
     end
   elseif status == 'dup' then
     duplicates = duplicates + 1
@@ -139,6 +145,15 @@ for i = 6, #ARGV, stride do
   else
     over_domain = over_domain + 1
   end
+end
+flush(count_inlinks)
+flush(set_bits)
+flush(requests)
+for _, queue in pairs(back_queues) do
+  flush(queue)
+end
+for _, queue in pairs(front_queues) do
+  flush(queue)
 end
 for host, n in pairs(host_added) do
   redis.call('HINCRBY', host_pages, host, n)
