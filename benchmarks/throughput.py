@@ -29,8 +29,10 @@ starts on an emptied server, append-only file on) and the mock web (every
 page rendered before it listens, its log written in batches), so the CPU of
 redis-server and of the mock web is printed too.
 
-Usage: ``python benchmarks/throughput.py [--seconds 30] [--hosts 2000] [--compare-clients]``
-(``make bench``). Not a test: numbers depend on the machine and its load.
+Usage: ``python benchmarks/throughput.py [--seconds 30] [--hosts 2000] [--compare-clients]
+[--workers-only] [--pairs N]`` (``make bench``). Not a test: numbers depend on the machine and
+its load. ``--pairs N`` runs the one-worker / two-workers pair N times, alternated, and prints
+each ratio and their median: one pair moves by about +-5% from run to run on a shared machine.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -349,9 +352,14 @@ def main() -> None:
     parser.add_argument("--skip-plain", action="store_true", help="only the crawler runs")
     parser.add_argument("--workers-only", action="store_true",
                         help="only the two-workers-against-one block (and --compare-clients)")
+    parser.add_argument("--pairs", type=int, default=1,
+                        help="run the one-worker / two-workers pair this many times, alternated, and print the median "
+                             "ratio (the machine's noise is about +-5%% per run)")
     parser.add_argument("--compare-clients", action="store_true",
                         help="also crawl web (a) with FETCH_HTTP_CLIENT=aiohttp, after the lean client, side by side")
     args = parser.parse_args()
+    if args.pairs < 1:
+        parser.error("--pairs must be at least 1")
 
     workdir = Path(tempfile.mkdtemp(prefix="crawler-bench-"))
     plain_cwd = workdir / "plain"  # no scrapy.cfg here: plain Scrapy defaults
@@ -402,21 +410,34 @@ def main() -> None:
         web = Web(spec, workdir / "zipf-two-workers.log")
         try:
             seeds = web.seeds(workdir / "zipf2-seeds.txt")
-            one = measure("zipf x2: crawler, 1 worker", web, services,
-                          [(crawler_command(seeds, services, f"bench-{uuid.uuid4().hex[:8]}", args.seconds), ROOT)],
-                          args.seconds)
-            crawl_id = f"bench-{uuid.uuid4().hex[:8]}"
-            two = measure("zipf x2: crawler, 2 workers", web, services,
-                          [(crawler_command(seeds, services, crawl_id, args.seconds), ROOT)] * 2, args.seconds)
-            results += [one, two]
-            print_table([one, two])
-            ratios.append(
-                f"zipf x2: 2 workers / 1 worker = {two.pages_per_second / one.pages_per_second:.2f}x pages/s over the "
-                f"crawl, {two.steady_pages_per_second / one.steady_pages_per_second:.2f}x in the steady window "
-                f"({one.steady_pages_per_second:.0f} -> {two.steady_pages_per_second:.0f} pages/s)"
-            )
-            ratios.append(scaling_ceiling(one))
-            ratios += [cores_used(one, 1), cores_used(two, 2)]
+            crawl_ratios: list[float] = []
+            steady_ratios: list[float] = []
+            for pair in range(args.pairs):
+                tag = f" #{pair + 1}" if args.pairs > 1 else ""
+                one = measure(f"zipf x2: crawler, 1 worker{tag}", web, services,
+                              [(crawler_command(seeds, services, f"bench-{uuid.uuid4().hex[:8]}", args.seconds),
+                                ROOT)], args.seconds)
+                crawl_id = f"bench-{uuid.uuid4().hex[:8]}"
+                two = measure(f"zipf x2: crawler, 2 workers{tag}", web, services,
+                              [(crawler_command(seeds, services, crawl_id, args.seconds), ROOT)] * 2, args.seconds)
+                results += [one, two]
+                print_table([one, two])
+                crawl_ratios.append(two.pages_per_second / one.pages_per_second)
+                steady_ratios.append(two.steady_pages_per_second / one.steady_pages_per_second)
+                ratios.append(
+                    f"zipf x2{tag}: 2 workers / 1 worker = {crawl_ratios[-1]:.2f}x pages/s over the "
+                    f"crawl, {steady_ratios[-1]:.2f}x in the steady window "
+                    f"({one.steady_pages_per_second:.0f} -> {two.steady_pages_per_second:.0f} pages/s)"
+                )
+                ratios.append(scaling_ceiling(one))
+                ratios += [cores_used(one, 1), cores_used(two, 2)]
+            if args.pairs > 1:
+                ratios.append(
+                    f"zipf x2: median of {args.pairs} pairs (one worker, then two, alternated): "
+                    f"{statistics.median(crawl_ratios):.2f}x over the crawl "
+                    f"({', '.join(f'{r:.2f}' for r in crawl_ratios)}), {statistics.median(steady_ratios):.2f}x "
+                    f"in the steady window ({', '.join(f'{r:.2f}' for r in steady_ratios)})"
+                )
             if args.compare_clients:
                 aio = measure("zipf x2: crawler, aiohttp client", web, services,
                               [(crawler_command(seeds, services, f"bench-{uuid.uuid4().hex[:8]}", args.seconds,
