@@ -117,7 +117,7 @@ for start = 8, #ARGV, 9 * PER do
   end
   local scores = redis.call(unpack(members))
   local held, release = {}, batch('ZREM', leases)
-  local floors, throttled = {'HMGET', P .. 'hostdelay'}, {'HMGET', throttles}
+  local hosts = {}
   for j = 1, #members - 2 do
     local index = start + (j - 1) * 9
     local member = ARGV[index]
@@ -127,8 +127,7 @@ for start = 8, #ARGV, 9 * PER do
       local leaseno, level, id, host = parse_member(member)
       if leaseno then
         held[#held + 1] = {index, id, level, host}
-        floors[#floors + 1] = host
-        throttled[#throttled + 1] = host
+        hosts[#hosts + 1] = host
       else
         acked = acked + 1  -- held but unreadable: forgotten
       end
@@ -138,8 +137,8 @@ for start = 8, #ARGV, 9 * PER do
   end
   flush(release)
   if #held > 0 then
-    local floor_of = redis.call(unpack(floors))
-    local throttled_of = redis.call(unpack(throttled))
+    local floor_of = redis.call('HMGET', P .. 'hostdelay', unpack(hosts))
+    local throttled_of = redis.call('HMGET', throttles, unpack(hosts))
     for n, lease in ipairs(held) do
       complete(lease[1], lease[2], lease[3], lease[4], floor_of[n], throttled_of[n])
       acked = acked + 1

@@ -43,18 +43,18 @@ local set_bits = batch('BITFIELD', bloom)
 local count_inlinks = batch('BITFIELD', P .. 'inlinks', 'OVERFLOW', 'SAT')
 local requests = batch('HSET', P .. 'req')
 local back_queues, front_queues = {}, {}
--- Per call: pages counted per host / domain (read once), pages added per
+-- Per call: pages stored per host / domain (read once), pages added per
 -- host / domain (written at the end), hosts known to own a back queue, URLs
 -- added (their Bloom bits are set at the end).
-local host_count, host_added, domain_count, domain_added, is_active, fresh = {}, {}, {}, {}, {}, {}
--- Pages counted for `name` in the hash `key`, read once per call.
-local function counted(cache, key, name)
-  local count = cache[name]
+local host_stored, host_added, domain_stored, domain_added, is_active, fresh = {}, {}, {}, {}, {}, {}
+-- Pages counted for `name`: stored in the hash `key` (read once per call) plus added by this call.
+local function counted(stored, added_now, key, name)
+  local count = stored[name]
   if count == nil then
     count = tonumber(redis.call('HGET', key, name) or '0')
-    cache[name] = count
+    stored[name] = count
   end
-  return count
+  return count + (added_now[name] or 0)
 end
 local base_id = tonumber(redis.call('GET', seq) or '0')
 local added, duplicates, over_host, over_domain, false_positives = 0, 0, 0, 0, 0
@@ -93,10 +93,10 @@ for i = 6, #ARGV, stride do
         end
       end
     end
-    if status == 'new' and host_budget > 0 and counted(host_count, host_pages, host) >= host_budget then
+    if status == 'new' and host_budget > 0 and counted(host_stored, host_added, host_pages, host) >= host_budget then
       status = 'host'
     elseif status == 'new' and domain_budget > 0
-        and counted(domain_count, domain_pages, domain) >= domain_budget then
+        and counted(domain_stored, domain_added, domain_pages, domain) >= domain_budget then
       status = 'domain'
     end
   end
@@ -107,9 +107,7 @@ for i = 6, #ARGV, stride do
     end
     redis.call('SADD', exact, fp)
     if not dont_filter then
-      host_count[host] = (host_count[host] or 0) + 1
       host_added[host] = (host_added[host] or 0) + 1
-      domain_count[domain] = (domain_count[domain] or 0) + 1
       domain_added[domain] = (domain_added[domain] or 0) + 1
     end
     added = added + 1
