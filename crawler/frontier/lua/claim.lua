@@ -116,16 +116,24 @@ if max_claim > 0 then
     local unready = batch('ZREM', ready)
     local new_leases = batch('ZADD', leases)
     local reqs = P .. 'req'
+    -- A host's first queued id and its level (nil when its back queue is empty).
+    local function pop(host)
+      local popped = redis.call('ZPOPMIN', P .. 'q:' .. host)
+      if #popped == 0 then
+        return nil
+      end
+      taken = taken + 1
+      return popped[1], math.floor(tonumber(popped[2]) / SCALE)
+    end
     local ids, levels_of = {}, {}
     local lookup = {'HMGET', reqs}
     for index, host in ipairs(hosts) do
       push1(unready, host)
-      local popped = redis.call('ZPOPMIN', P .. 'q:' .. host)
-      if #popped > 0 then
-        taken = taken + 1
-        ids[index] = popped[1]
-        levels_of[index] = math.floor(tonumber(popped[2]) / SCALE)
-        lookup[#lookup + 1] = popped[1]
+      local id, level = pop(host)
+      if id then
+        ids[index] = id
+        levels_of[index] = level
+        lookup[#lookup + 1] = id
       end
     end
     local blobs = {}
@@ -140,13 +148,10 @@ if max_claim > 0 then
         blob = blobs[found]
         while not blob do
           missing = missing + 1
-          local popped = redis.call('ZPOPMIN', P .. 'q:' .. host)
-          if #popped == 0 then
+          id, level = pop(host)
+          if not id then
             break
           end
-          taken = taken + 1
-          id = popped[1]
-          level = math.floor(tonumber(popped[2]) / SCALE)
           blob = redis.call('HGET', reqs, id)
         end
       end
