@@ -39,7 +39,7 @@ from crawler.metadata.hostquality import HostQualityCache
 from crawler.metadata.store import url_field
 from crawler.policy.clock import CrawlClock
 from crawler.policy.priority import PriorityPolicy, PrioritySignals
-from crawler.policy.recrawl import ChangeHistory, RecrawlPolicy, estimate_change_rate
+from crawler.policy.recrawl import ChangeHistory, RecrawlPolicy, plan_revisit
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
 from crawler.settings_parsing import get_bool
 from crawler.sitemaps import SitemapSettings, sitemap_meta
@@ -146,17 +146,14 @@ class RecrawlPipeline:
         """The next visit of a fetched page: when, at which priority, with which validators."""
         now = item.crawl_time or self.clock.at(item.fetched_at)
         history = ChangeHistory(item.observations, item.changes, float(item.first_fetch), now)
-        rate = estimate_change_rate(history)
         signals = PrioritySignals(
             depth=item.depth,
             inlinks=item.inlinks,
             host_importance=self.priority.importance_of(host),
             host=self.host_quality.get(host),
-            changes_per_day=None if rate is None else rate * 86400.0,
         )
-        previous = now - item.previous_fetch if item.previous_fetch else None
-        interval = self.policy.next_interval(history, previous, self.priority.importance(signals))
-        return _Plan(now + interval, self.priority.priority(signals), self._validators(item))
+        plan = plan_revisit(self.policy, self.priority, history, item.previous_fetch or None, signals)
+        return _Plan(plan.due, plan.priority, self._validators(item))
 
     @staticmethod
     def _validators(item: PageItem) -> dict[str, Any]:

@@ -30,13 +30,14 @@ at every unchanged visit, from ``RECRAWL_INITIAL_INTERVAL``. A sitemap
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import Enum
 
 from scrapy.settings import BaseSettings
 
 from crawler.exceptions import ConfigurationError
+from crawler.policy.priority import PriorityPolicy, PrioritySignals
 from crawler.settings_parsing import get_choice, get_float, parse_choice
 
 
@@ -114,6 +115,36 @@ class RecrawlPolicy:
             base = previous_interval * 2 if previous_interval else self.initial_interval
             return self.clamp(base / boost)
         return self.clamp(self.change_fraction / rate / boost)
+
+
+@dataclass(frozen=True, slots=True)
+class RevisitPlan:
+    """The next visit of a fetched URL: when (crawl clock) and at which Scrapy priority."""
+
+    due: float
+    priority: int
+
+
+def plan_revisit(
+    recrawl: RecrawlPolicy,
+    priority: PriorityPolicy,
+    history: ChangeHistory,
+    previous_fetch: float | None,
+    signals: PrioritySignals,
+) -> RevisitPlan:
+    """The next visit of a URL fetched at ``history.last_fetch`` (the recrawl pipeline's decision).
+
+    The change rate estimated from ``history`` becomes the ``changes_per_day``
+    signal (faster-changing pages rank higher and, through their importance,
+    come back sooner); ``previous_fetch`` (crawl clock; None for a first fetch)
+    gives the last interval, which an unchanged page doubles.
+    """
+    now = history.last_fetch
+    rate = estimate_change_rate(history)
+    signals = replace(signals, changes_per_day=None if rate is None else rate * 86400.0)
+    previous = now - previous_fetch if previous_fetch else None
+    interval = recrawl.next_interval(history, previous, priority.importance(signals))
+    return RevisitPlan(now + interval, priority.priority(signals))
 
 
 def lastmod_epoch(lastmod: str | None) -> float | None:

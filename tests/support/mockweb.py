@@ -279,6 +279,7 @@ class Scenario:
         self.change_epoch = float(changing.get("epoch", 0.0))
         self.change_scale = float(changing.get("scale", 1.0))
         self._change_times: dict[tuple[int, int], list[float]] = {}
+        self._change_rngs: dict[tuple[int, int], random.Random] = {}
 
     def simulated_now(self) -> float:
         return self.change_epoch + (time.time() - self.change_epoch) * self.change_scale
@@ -287,7 +288,8 @@ class Scenario:
         """Change times of a Poisson page from the epoch up to at least ``until`` (simulated seconds)."""
         times = self._change_times.setdefault((host, page), [])
         if not times or times[-1] < until:
-            rng = random.Random(f"{host}-{page}-{len(times)}")
+            # One generator per page: the change times are the same whoever asks, and when.
+            rng = self._change_rngs.setdefault((host, page), random.Random(f"{host}-{page}"))
             t = times[-1] if times else self.change_epoch
             while t < until:
                 t += rng.expovariate(1.0 / self.change_period)
