@@ -7,3 +7,9 @@ EXPECTED_TYPES_META = "expected_content_types"
 #: A revisit scheduled by the recrawl pipeline: {"etag": str, "lm": epoch seconds,
 #: "date": WARC date of the capture it revalidates} (any may be absent).
 REVISIT_META = "revisit"
+#: A robots.txt fetch made by the robots.txt middleware, or handed out by the frontier
+#: as a host's first request (a robots.txt lease).
+ROBOTS_META = "robots_txt_fetch"
+#: Set by the download handler when it starts contacting the request's host: a
+#: request without it never reached the network, so its host owes no politeness delay.
+CONTACTED_META = "host_contacted"

@@ -31,8 +31,15 @@ FRONTIER_MAX_DELAY = 300.0
 # Front-queue weights, highest priority first: 8:4:2:1 of the picks when all
 # levels have URLs, so low priority keeps draining.
 FRONTIER_QUEUE_WEIGHTS = [8, 4, 2, 1]
-# 0 = 3 x CONCURRENT_REQUESTS back queues (Mercator's ratio).
-FRONTIER_ACTIVE_HOSTS = 0
+# How many hosts hold a back queue is decided by need: a claim that finds
+# fewer ready hosts than free fetch slots opens more (see the README's
+# "How many hosts are active"). This only bounds the awake ones, for memory
+# (about 200 bytes of Redis each).
+FRONTIER_ACTIVE_HOSTS = 200_000
+# A host that must wait longer than this (robots.txt retry, backoff, parking,
+# Retry-After, a long Crawl-delay) sleeps outside the awake set until then,
+# its queue kept.
+FRONTIER_SLEEP_HORIZON = 30.0
 FRONTIER_LEASE_TIMEOUT = 60.0
 FRONTIER_IDLE_POLL = 1.0
 

@@ -123,11 +123,12 @@ class MockWeb:
             self.process.wait(timeout=10)
 
 
-def start_mockweb(spec: WebSpec, log_path: Path) -> MockWeb:
+def start_mockweb(spec: WebSpec, log_path: Path, silent_port: int = 0) -> MockWeb:
+    """The mock web in its own process; ``silent_port``: also accept connections there, never answering."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "tests.support.mockweb", "--port", str(port), "--log", str(log_path),
-         *spec_arguments(spec)],
+         *(["--silent-port", str(silent_port)] if silent_port else []), *spec_arguments(spec)],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -98,6 +98,8 @@ def crawl(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) -
                 "RETRY_MAX_RETRIES": 1, "RETRY_BASE_DELAY": 0.3,
                 "BACKOFF_BASE_DELAY": 0.5, "BACKOFF_MAX_DELAY": 5,
                 "ROBOTS_RETRY_DELAY": 1.5, "ROBOTS_MAX_FAILURES": 2, "ROBOTS_MAX_CRAWL_DELAY": 2,
+                # Host 3 never answers robots.txt within DOWNLOAD_TIMEOUT: parked at once, for this long.
+                "HOST_PARK_BASE_DELAY": 1.5,
             },
             timeout=180,
         )

@@ -21,6 +21,7 @@ from redis.asyncio import Redis
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.keys import FrontierKeys
 from crawler.frontier.outcome import HostSignal, LeaseAction
+from crawler.frontier.policy import PolitenessKey
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.shards import ShardRouter
 from crawler.frontier.store import DONT_FILTER, EXACT_ONLY, Completion, EnqueueEntry, Lease, RedisFrontier
@@ -679,3 +680,229 @@ def test_storing_a_page_twice_is_storing_it_once(run: Callable[..., None]) -> No
         await store.close()
 
     run(body)
+
+
+# -- the active set sized by need, sleeping hosts, robots.txt first ----------------------------
+
+
+def test_hosts_are_opened_by_need_and_the_set_shrinks_when_hosts_are_plentiful(run: Callable[..., None]) -> None:
+    """A claim opens as many new hosts as it lacks ready ones; with enough ready, none."""
+
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        await f.enqueue([entry(f"http://h{i}.test/{j}") for i in range(10) for j in range(2)])
+        first = await f.claim(T0, 3)
+        assert (first.opened, len(first.claimed), (await f.counts()).active_hosts) == (3, 3, 3)
+        # Each host's URLs moved into its back queue (its entries reached the head).
+        assert first.moved == 6
+        f = await h.reopen()
+        await f.ack([Completion(lease.member, T0 + 1000, T0) for lease, _ in first.claimed])
+        # Scarce: nothing ready before T0 + 1000, so a claim of 2 opens 2 more hosts.
+        scarce = await f.claim(T0 + 10, 2)
+        assert (scarce.opened, len(scarce.claimed), (await f.counts()).active_hosts) == (2, 2, 5)
+        await f.ack([Completion(lease.member, T0 + 1000, T0 + 10) for lease, _ in scarce.claimed])
+        # Plentiful: 5 hosts ready at T0 + 1000, a claim of 4 opens none.
+        plenty = await f.claim(T0 + 1000, 4)
+        assert (plenty.opened, len(plenty.claimed)) == (0, 4)
+        # Those 4 ran dry: they leave, and no host was opened in their place.
+        await f.ack([Completion(lease.member, T0 + 2000, T0 + 1000) for lease, _ in plenty.claimed])
+        counts = await f.counts()
+        assert (counts.active_hosts, counts.front[1]) == (1, 10)  # 5 hosts still in the front queue
+
+    run(body)
+
+
+def test_awake_hosts_are_bounded(run: Callable[..., None]) -> None:
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        await f.enqueue([entry(f"http://h{i}.test/") for i in range(10)])
+        claim = await f.claim(T0, 10)
+        assert len(claim.claimed) == 4 and (await f.counts()).active_hosts == 4
+
+    run(body, active_hosts=4)
+
+
+def test_a_host_that_must_wait_long_sleeps_and_wakes_with_its_queue(run: Callable[..., None]) -> None:
+    """Beyond the horizon (30 s here) a host leaves the awake set, keeps its queue in order, wakes when due."""
+
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        await f.enqueue([entry(f"http://a.test/{i}") for i in range(4)] + [entry(f"http://b.test/{i}") for i in range(2)])
+        claim = await f.claim(T0, 2)
+        lease_a = next(lease for lease, _ in claim.claimed if lease.host == "a.test")
+        lease_b = next(lease for lease, _ in claim.claimed if lease.host == "b.test")
+        # a.test: Retry-After of 10 minutes (a requeue not before then); b.test: a short delay.
+        await f.step(completions=[
+            Completion(lease_a.member, T0 + 1000, T0, action=LeaseAction.REQUEUE, not_before_ms=T0 + 600_000,
+                       host_signal=HostSignal.THROTTLED),
+            Completion(lease_b.member, T0 + 29_000, T0),
+        ], now_ms=T0)
+        counts = await f.counts()
+        assert (counts.active_hosts, counts.sleeping, counts.awake_hosts, counts.ready_hosts) == (2, 1, 1, 1)
+        assert counts.queued == 5
+        f = await h.reopen()
+        # The sleeping host is never claimed before its wake time.
+        assert [b for _, b in (await f.claim(T0 + 599_999, 10)).claimed] == [b"http://b.test/1"]
+        woken = await f.claim(T0 + 600_000, 10)
+        assert woken.woken == 1
+        assert [b for _, b in woken.claimed] == [b"http://a.test/0"]  # its queue, in order
+        counts = await f.counts()
+        assert (counts.sleeping, counts.queued) == (0, 3)
+
+    run(body)
+
+
+def test_a_silent_host_is_parked_at_once_and_a_success_unparks_it(run: Callable[..., None]) -> None:
+    async def body(h: Harness) -> None:
+        f = RedisFrontier(h.frontier.client, h.frontier.keys, h.config, BACKOFF, SEEN)  # type: ignore[union-attr]
+        await f.enqueue([entry(f"http://a.test/{i}") for i in range(3)])
+        lease = await _one(f, T0)
+        result = await f.step(completions=[Completion(lease.member, T0 + 100, T0, host_signal=HostSignal.SILENT)],
+                              now_ms=T0)
+        assert result.parked == 1
+        counts = await f.counts()
+        assert counts.parked == 1
+        assert (await f.claim(T0 + int(BACKOFF.park_delay(BACKOFF.park_after) * 1000) - 1, 1)).claimed == []
+        lease = await _one(f, T0 + int(BACKOFF.park_delay(BACKOFF.park_after) * 1000))
+        await f.ack([Completion(lease.member, T0 + 5000, T0 + 4000)])
+        assert (await f.counts()).parked == 0
+
+    run(body)
+
+
+def test_a_request_that_never_reached_the_host_costs_no_delay(run: Callable[..., None]) -> None:
+    """next_allowed 0 (a middleware ended the request before the network): ready at once, floor or not."""
+
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        await f.set_host_delay("a.test", 5000)
+        await f.enqueue([entry("http://a.test/1"), entry("http://a.test/2")])
+        lease = await _one(f, T0)
+        await f.ack([Completion(lease.member, 0, T0 + 10)])
+        assert len((await f.claim(T0 + 10, 1)).claimed) == 1
+
+    run(body)
+
+
+def test_robots_txt_is_a_hosts_first_request(run: Callable[..., None]) -> None:
+    """A host without a robots.txt decision is handed out as a robots.txt lease, its page kept queued."""
+
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None and h.client is not None
+        await f.enqueue([entry("http://a.test/1"), entry("http://a.test/2")])
+        claim = await f.claim(T0, 5)
+        [(lease, blob)] = claim.claimed
+        assert lease.robots and blob == b"http://a.test/1"
+        assert (claim.queued, (await f.counts()).queued) == (2, 2)  # the page stays queued
+        # Its worker dies: the lease expires and the host comes back, the page not duplicated.
+        f = await h.reopen()
+        again = await f.claim(T0 + 10_000, 5)
+        assert again.expired == 1 and [lease.robots for lease, _ in again.claimed] == [True]
+        # The decision is shared (the robots store writes the host's until-time), the lease done.
+        await h.client.hset(f.keys.host_robots, "a.test", T0 + 86_400_000)
+        await f.ack([Completion(again.claimed[0][0].member, T0 + 11_000, T0 + 10_000)])
+        [(page, blob)] = (await f.claim(T0 + 11_000, 5)).claimed
+        assert (page.robots, blob) == (False, b"http://a.test/1")
+        await f.ack([Completion(page.member, T0 + 12_000, T0 + 11_000)])
+        # Once the decision expires, robots.txt comes first again.
+        [(lease, _)] = (await f.claim(T0 + 86_400_000, 5)).claimed
+        assert lease.robots
+        # A page whose origin has no decision sends the host back to robots.txt first.
+        await h.client.hset(f.keys.host_robots, "a.test", T0 + 2 * 86_400_000)
+        await f.ack([Completion(lease.member, T0 + 86_401_000, T0 + 86_400_000)])
+        [(page, _)] = (await f.claim(T0 + 86_401_000, 5)).claimed
+        assert not page.robots
+        await f.ack([Completion(page.member, 0, T0 + 86_401_000, action=LeaseAction.REQUEUE,
+                                host_signal=HostSignal.ROBOTS_MISSING)])
+        [(lease, blob)] = (await f.claim(T0 + 86_401_000, 5)).claimed
+        assert lease.robots and blob == b"http://a.test/2"
+
+    run(body, robots_first=True)
+
+
+def test_a_robots_lease_given_up_on_dead_letters_the_hosts_queue(run: Callable[..., None]) -> None:
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        await f.enqueue([entry("http://a.test/1"), entry("http://a.test/2"), entry("http://b.test/1")])
+        claim = await f.claim(T0, 5)
+        lease = next(lease for lease, _ in claim.claimed if lease.host == "a.test")
+        assert lease.robots
+        result = await f.step(completions=[Completion(lease.member, T0 + 100, T0, action=LeaseAction.DEAD,
+                                                      error="robots_unreachable", message="5 times")], now_ms=T0)
+        assert result.dead == 2
+        dead = await f.dead_letters()
+        assert sorted((d.host, d.error, d.blob) for d in dead) == [
+            ("a.test", "robots_unreachable", b"http://a.test/1"), ("a.test", "robots_unreachable", b"http://a.test/2")]
+        counts = await f.counts()
+        assert (counts.queued, counts.active_hosts) == (1, 1)  # b.test's page; a.test left
+        f = await h.reopen()
+        assert await f.revive([(d.request_id, b"") for d in dead]) == 2
+
+    run(body, robots_first=True)
+
+
+# -- politeness groups: by registered domain, by address ------------------------------------
+
+
+def test_hosts_of_one_domain_share_one_clock_and_one_request_in_flight(run: Callable[..., None]) -> None:
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        await f.enqueue([entry(f"http://{name}.farm.example/{i}") for name in ("a", "b", "c") for i in range(3)]
+                        + [entry("http://other.example/0")])
+        claim = await f.claim(T0, 10)
+        hosts = sorted(lease.host for lease, _ in claim.claimed)
+        assert len(hosts) == 2 and "other.example" in hosts  # one of farm.example's three, and the other domain
+        farm = next(lease for lease, _ in claim.claimed if lease.host != "other.example")
+        # farm.example is in flight: none of its hosts, until the ack.
+        assert (await f.claim(T0 + 5, 10)).claimed == []
+        f = await h.reopen()
+        await f.ack([Completion(farm.member, T0 + 1000, T0 + 100)])
+        assert (await f.claim(T0 + 999, 10)).claimed == []
+        # At the domain's next allowed time, a host that waited goes first; the acked one queues behind it.
+        order = []
+        now = T0 + 1000
+        for _ in range(5):
+            [(lease, _)] = (await f.claim(now, 10)).claimed
+            order.append(lease.host)
+            await f.ack([Completion(lease.member, now + 1000, now)])
+            assert (await f.claim(now + 999, 10)).claimed == []
+            now += 1000
+        assert order[0] != farm.host and len(set(order[:2]) | {farm.host}) == 3, order
+        # A worker that dies gives its group back when its lease expires.
+        [(lease, _)] = (await f.claim(now, 10)).claimed
+        farm_claims = [lease for lease, _ in (await f.claim(now + 9_999, 10)).claimed if lease.host != "other.example"]
+        assert farm_claims == []
+        again = [lease for lease, _ in (await f.claim(now + 10_000, 10)).claimed if lease.host != "other.example"]
+        assert len(again) == 1
+
+    run(body, politeness_key=PolitenessKey.DOMAIN)
+
+
+def test_hosts_of_one_address_share_one_clock(run: Callable[..., None]) -> None:
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        entries = [entry(f"http://n{i}.test/0")._replace(group="192.0.2.7") for i in range(4)]
+        entries.append(entry("http://elsewhere.test/0")._replace(group="192.0.2.8"))
+        await f.enqueue(entries)
+        claim = await f.claim(T0, 10)
+        assert len(claim.claimed) == 2  # one host of 192.0.2.7, and elsewhere.test
+        fetched = 2
+        now = T0
+        while fetched < 5:
+            leases = [lease for lease, _ in claim.claimed]
+            await f.ack([Completion(lease.member, now + 500, now) for lease in leases])
+            now += 500
+            claim = await f.claim(now, 10)
+            assert len(claim.claimed) == 1
+            fetched += 1
+        assert (await f.counts()).queued == 0
+
+    run(body, politeness_key=PolitenessKey.IP)

@@ -138,8 +138,14 @@ def test_frontier_config_errors_name_the_setting() -> None:
         FrontierConfig.from_settings(Settings({"FRONTIER_QUEUE_WEIGHTS": [1, 2]}), "web")
     with pytest.raises(ConfigurationError, match="FRONTIER_CRAWL_ID"):
         FrontierConfig.from_settings(Settings({"FRONTIER_CRAWL_ID": "a b"}), "web")
+    with pytest.raises(ConfigurationError, match="FRONTIER_POLITENESS_KEY"):
+        FrontierConfig.from_settings(Settings({"FRONTIER_POLITENESS_KEY": "subnet"}), "web")
+    with pytest.raises(ConfigurationError, match="FRONTIER_ACTIVE_HOSTS"):
+        FrontierConfig.from_settings(Settings({"FRONTIER_ACTIVE_HOSTS": 0}), "web")
+    # The awake hosts are sized by need: the setting is only their bound (memory).
     config = FrontierConfig.from_settings(Settings({"CONCURRENT_REQUESTS": 10}), "web")
-    assert (config.crawl_id, config.active_hosts, config.levels) == ("web", 30, 4)
+    assert (config.crawl_id, config.active_hosts, config.levels) == ("web", 200_000, 4)
+    assert (config.sleep_horizon, config.politeness_key.value) == (30.0, "host")
 
 
 # -- links -------------------------------------------------------------------------------

@@ -26,8 +26,10 @@ from typing import TYPE_CHECKING
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from crawler.netguard import AddressPolicy, BlockedAddressError, parse_ip
+from crawler.settings_parsing import get_float, get_int
 
 if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
     from scrapy.statscollectors import StatsCollector
 
 Lookup = Callable[[str, int, socket.AddressFamily], Awaitable[list[ResolveResult]]]
@@ -40,6 +42,20 @@ class DnsCacheConfig:
     max_size: int = 10_000
     #: name -> addresses, from DNS_HOSTS_FILE.
     static: dict[str, list[str]] = field(default_factory=dict)
+
+
+def resolver_from_settings(settings: BaseSettings, stats: StatsCollector) -> CachingGuardedResolver:
+    """The resolver the settings describe (``DNS_*``, ``DNS_HOSTS_FILE``, the address guard)."""
+    return CachingGuardedResolver(
+        DnsCacheConfig(
+            ttl=get_float(settings, "DNS_CACHE_TTL", 300.0, minimum=0.0),
+            negative_ttl=get_float(settings, "DNS_NEGATIVE_TTL", 30.0, minimum=0.0),
+            max_size=get_int(settings, "DNS_CACHE_SIZE", 10_000, minimum=1),
+            static=read_hosts_file(settings["DNS_HOSTS_FILE"]) if settings.get("DNS_HOSTS_FILE") else {},
+        ),
+        AddressPolicy.from_settings(settings),
+        stats,
+    )
 
 
 def read_hosts_file(path: str) -> dict[str, list[str]]:

@@ -59,7 +59,8 @@ from scrapy.utils._download_handlers import check_stop_download, get_dataloss_ms
 from scrapy.utils.httpobj import urlparse_cached
 
 from crawler.downloader import http11
-from crawler.downloader.dns import CachingGuardedResolver, DnsCacheConfig, read_hosts_file
+from crawler.downloader.dns import resolver_from_settings
+from crawler.meta import CONTACTED_META
 from crawler.netguard import AddressPolicy, BlockedAddressError, parse_ip
 from crawler.settings_parsing import get_choice, get_float, get_int
 
@@ -76,6 +77,11 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 #: Characters a request target may carry as they are (RFC 3986 plus ``%``).
 _UNSAFE_TARGET = re.compile(r"[^A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]")
 _IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+
+
+class ServerSilentError(DownloadTimeoutError):
+    """The server accepted the connection (or kept it) and sent nothing before ``DOWNLOAD_TIMEOUT``:
+    a host that listens but does not serve, which the frontier parks at once."""
 
 
 class FetchClient(Enum):
@@ -128,16 +134,7 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
             max_idle=get_int(settings, "FETCH_MAX_IDLE_CONNECTIONS", 0, minimum=0) or 4 * self._pool_size_total,
             idle_timeout=get_float(settings, "FETCH_KEEPALIVE_TIMEOUT", 15.0, minimum=0.0),
         )
-        resolver = CachingGuardedResolver(
-            DnsCacheConfig(
-                ttl=get_float(settings, "DNS_CACHE_TTL", 300.0, minimum=0.0),
-                negative_ttl=get_float(settings, "DNS_NEGATIVE_TTL", 30.0, minimum=0.0),
-                max_size=get_int(settings, "DNS_CACHE_SIZE", 10_000, minimum=1),
-                static=read_hosts_file(settings["DNS_HOSTS_FILE"]) if settings.get("DNS_HOSTS_FILE") else {},
-            ),
-            self._policy,
-            crawler.stats,
-        )
+        resolver = resolver_from_settings(settings, crawler.stats)
         self._resolver = resolver
         # The same session Scrapy builds, with the caching, guarding resolver.
         self._unused_session = self._session
@@ -174,6 +171,8 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
         return refused
 
     async def download_request(self, request: Request) -> Response:
+        # From here on the host may be contacted: its politeness delay applies.
+        request.meta[CONTACTED_META] = True
         if self._client is FetchClient.AIOHTTP or self._tls_verbose_logging or request.meta.get("proxy"):
             return await super().download_request(request)
         return await self._fetch(request)
@@ -215,12 +214,17 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
         hook = self._chunk_hook(request)
         maxsize: int = meta.get("download_maxsize", self._default_maxsize)
         connection: http11.HttpConnection | None = None
+        connected: list[bool] = []
         try:
             async with asyncio.timeout(timeout):
-                connection, head = await self._exchange(request, key, payload, maxsize, hook)
+                connection, head = await self._exchange(request, key, payload, maxsize, hook, connected)
                 meta["download_latency"] = time.monotonic() - start
                 response = await self._receive(request, connection, head, maxsize, hook)
         except TimeoutError as exc:
+            if connected and "download_latency" not in meta:
+                self._stats.inc_value("fetch/server_silent")
+                raise ServerSilentError(
+                    f"{request.url}: connected, and no answer within {timeout} seconds") from exc
             raise DownloadTimeoutError(f"Getting {request.url} took longer than {timeout} seconds.") from exc
         except http11.ProtocolError as exc:
             self._stats.inc_value("fetch/protocol_error")
@@ -234,15 +238,20 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
         return response
 
     async def _exchange(
-        self, request: Request, key: http11.Key, payload: bytes, maxsize: int, hook: _BytesReceived | None
+        self, request: Request, key: http11.Key, payload: bytes, maxsize: int, hook: _BytesReceived | None,
+        connected: list[bool],
     ) -> tuple[http11.HttpConnection, http11.ResponseHead]:
-        """Send the request on a kept connection or a new one; the response head."""
+        """Send the request on a kept connection or a new one; the response head.
+
+        ``connected`` gets an entry once a connection is up (then a timeout is the server's silence).
+        """
         head_only = request.method == "HEAD"
         connection = self._pool.acquire(key)
         while True:
             reused = connection is not None
             if connection is None:
                 connection = await self._connect(key, request)
+            connected.append(True)
             try:
                 head = await connection.start(payload, head_only=head_only, limit=maxsize, on_chunk=hook)
             except http11.ConnectionClosed as exc:

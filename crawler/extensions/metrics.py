@@ -11,6 +11,7 @@ For the whole crawl (read from the shared frontier every
 ``METRICS_REFRESH_INTERVAL`` seconds on the event loop, so the same value
 from every worker): ``crawler_frontier_queued_urls``,
 ``crawler_frontier_in_flight_urls``, ``crawler_frontier_active_hosts``,
+``crawler_frontier_sleeping_hosts``, ``crawler_frontier_parked_hosts``, ``crawler_frontier_dead_letters``,
 ``crawler_frontier_ready_hosts``, ``crawler_frontier_seen_urls``,
 ``crawler_frontier_due_urls``.
 
@@ -115,7 +116,11 @@ class CrawlCollector(Collector):
             for name, help_text, value in (
                 ("crawler_frontier_queued_urls", "URLs queued in the shared frontier", frontier.queued),
                 ("crawler_frontier_in_flight_urls", "URLs leased by any worker", frontier.leased),
-                ("crawler_frontier_active_hosts", "Hosts holding a back queue", frontier.active_hosts),
+                ("crawler_frontier_active_hosts", "Awake hosts holding a back queue", frontier.awake_hosts),
+                ("crawler_frontier_sleeping_hosts", "Hosts holding a back queue, asleep until a wake time",
+                 frontier.sleeping),
+                ("crawler_frontier_parked_hosts", "Sleeping hosts parked after connection failures", frontier.parked),
+                ("crawler_frontier_dead_letters", "URLs in the dead-letter queue", frontier.dead_letters),
                 ("crawler_frontier_ready_hosts", "Hosts waiting for their next fetch", frontier.ready_hosts),
                 ("crawler_frontier_seen_urls", "URLs ever enqueued (the seen set)", frontier.seen),
                 ("crawler_frontier_due_urls", "Revisits scheduled", frontier.due),

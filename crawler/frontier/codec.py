@@ -23,12 +23,13 @@ import msgpack
 from scrapy import Request, Spider
 
 from crawler.exceptions import CodecError
+from crawler.meta import CONTACTED_META
 
 CODEC_VERSION = 1
 
 #: Meta keys that only make sense inside one process and are never stored.
 PROCESS_LOCAL_META = frozenset(
-    {"frontier_lease", "download_slot", "download_latency", "_slot", "verbatim_url"}
+    {"frontier_lease", "download_slot", "download_latency", "_slot", "verbatim_url", CONTACTED_META}
 )
 
 _SCALARS = (str, bytes, int, float, bool, type(None))

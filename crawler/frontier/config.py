@@ -8,7 +8,24 @@ from dataclasses import dataclass
 from scrapy.settings import BaseSettings
 
 from crawler.exceptions import ConfigurationError
-from crawler.settings_parsing import get_float, get_int, get_int_list
+from crawler.frontier.policy import PolitenessKey
+from crawler.settings_parsing import get_bool, get_float, get_int, get_int_list
+
+#: The robots.txt middleware, which fetches what a robots.txt lease asks for.
+ROBOTS_MIDDLEWARE = "crawler.middlewares.robots.RobotsTxtMiddleware"
+
+
+def robots_first(settings: BaseSettings) -> bool:
+    """Whether the frontier hands out a host's robots.txt before its pages: robots.txt is
+    enforced (``ROBOTS_ENABLED``) by the crawler's middleware, which is in ``DOWNLOADER_MIDDLEWARES``."""
+    if not get_bool(settings, "ROBOTS_ENABLED", True):
+        return False
+    middlewares = settings.getwithbase("DOWNLOADER_MIDDLEWARES")
+    return any(
+        (name if isinstance(name, str) else f"{name.__module__}.{name.__qualname__}") == ROBOTS_MIDDLEWARE
+        and order is not None
+        for name, order in middlewares.items()
+    )
 
 _CRAWL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
@@ -24,7 +41,8 @@ class FrontierConfig:
     max_delay: float
     #: Weights of the front queues, highest priority first.
     queue_weights: tuple[int, ...]
-    #: Hosts that may hold a back queue at once (Mercator: ~3x the fetch slots).
+    #: Awake hosts (with a back queue, not asleep) at most: a memory bound. How
+    #: many are awake is decided by need (see ``lua/claim.lua``).
     active_hosts: int
     #: Seconds a claimed URL stays leased without renewal.
     lease_timeout: float
@@ -45,6 +63,12 @@ class FrontierConfig:
     inlink_cells: int = 0
     #: Due revisits moved into the frontier per drain call, at most.
     due_batch: int = 500
+    #: A host whose next allowed time is more than this many seconds away sleeps.
+    sleep_horizon: float = 30.0
+    #: A host's robots.txt is its first request (the robots.txt middleware is on).
+    robots_first: bool = False
+    #: What one request at a time and one clock are kept for.
+    politeness_key: PolitenessKey = PolitenessKey.HOST
 
     @property
     def levels(self) -> int:
@@ -64,7 +88,7 @@ class FrontierConfig:
             raise ConfigurationError("FRONTIER_QUEUE_WEIGHTS", f"needs at least 3 priority levels, got {weights!r}")
         if len(weights) > 16:
             raise ConfigurationError("FRONTIER_QUEUE_WEIGHTS", f"at most 16 priority levels, got {len(weights)}")
-        active = get_int(settings, "FRONTIER_ACTIVE_HOSTS", 0, minimum=0) or 3 * concurrency
+        active = get_int(settings, "FRONTIER_ACTIVE_HOSTS", 200_000, minimum=1)
         lease = get_float(settings, "FRONTIER_LEASE_TIMEOUT", 60.0, minimum=1.0)
         return cls(
             crawl_id=crawl_id,
@@ -83,4 +107,7 @@ class FrontierConfig:
             domain_page_budget=get_int(settings, "DOMAIN_PAGE_BUDGET", 200_000, minimum=0),
             inlink_cells=get_int(settings, "PRIORITY_INLINK_CELLS", 4_194_304, minimum=0),
             due_batch=get_int(settings, "RECRAWL_DRAIN_BATCH", 500, minimum=1),
+            sleep_horizon=get_float(settings, "FRONTIER_SLEEP_HORIZON", 30.0, minimum=0.0),
+            robots_first=robots_first(settings),
+            politeness_key=PolitenessKey.from_settings(settings),
         )

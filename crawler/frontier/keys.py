@@ -56,8 +56,23 @@ class FrontierKeys:
 
     @property
     def active(self) -> str:
-        """SET of hosts that own a back queue (ready or in flight)."""
+        """SET of hosts that own a back queue (ready, in flight or asleep)."""
         return self.key("active")
+
+    @property
+    def sleeping(self) -> str:
+        """ZSET host -> wake time (ms) of hosts that own a back queue but wait beyond the sleep horizon."""
+        return self.key("sleep")
+
+    @property
+    def parked(self) -> str:
+        """SET of hosts that own a back queue and are parked after connection failures."""
+        return self.key("parked")
+
+    @property
+    def host_robots(self) -> str:
+        """HASH host -> time (ms) until which the host's robots.txt decision stands (robots.txt first)."""
+        return self.key("robots")
 
     @property
     def cooldown(self) -> str:

@@ -42,6 +42,12 @@ class HostSignal(IntEnum):
     FAILED = 2
     #: Neither (e.g. the page waits for robots.txt): host state unchanged.
     NEUTRAL = 3
+    #: A failure that parks the host at once: a server that accepted the
+    #: connection and never answered, a name that does not resolve.
+    SILENT = 4
+    #: The request's origin has no robots.txt decision: the host's robots.txt
+    #: is handed out first again.
+    ROBOTS_MISSING = 5
 
 
 @dataclass(slots=True)
@@ -105,6 +111,18 @@ def dead_letter(
     if handout is None:
         return False
     handout.outcome = LeaseOutcome(LeaseAction.DEAD, host_signal, 0.0, meta_updates, error, message)
+    return True
+
+
+def complete(
+    request: Request, *, not_before: float = 0.0, host_signal: HostSignal = HostSignal.OK, reason: str = ""
+) -> bool:
+    """End a leased request as done, its host not contacted again before ``not_before``
+    (a robots.txt lease that found robots.txt unreachable); False if it holds no lease."""
+    handout = handout_of(request)
+    if handout is None:
+        return False
+    handout.outcome = LeaseOutcome(LeaseAction.DONE, host_signal, not_before, message=reason)
     return True
 
 

@@ -9,6 +9,36 @@ shared frontier.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
+
+from scrapy.settings import BaseSettings
+
+from crawler.settings_parsing import get_choice
+
+
+class PolitenessKey(Enum):
+    """``FRONTIER_POLITENESS_KEY``: what one request at a time, and one clock, is kept for.
+
+    ``host`` (the default): each host name. ``domain``: all hosts of a
+    registered domain share one clock (a site with thousands of subdomains
+    gets one request at a time). ``ip``: all hosts that resolve to one address
+    share one clock (shared hosting, a wildcard-DNS farm). Each host keeps its
+    own queue, robots.txt and backoff; the group adds its clock and its one
+    request in flight on top (see ``lua/common.lua``).
+    """
+
+    HOST = "host"
+    DOMAIN = "domain"
+    IP = "ip"
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> PolitenessKey:
+        return get_choice(settings, "FRONTIER_POLITENESS_KEY", cls, cls.HOST)
+
+    @property
+    def grouping(self) -> int:
+        """The enqueue script's grouping code: 0 none, 1 by domain, 2 given per request."""
+        return {PolitenessKey.HOST: 0, PolitenessKey.DOMAIN: 1, PolitenessKey.IP: 2}[self]
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import time
 from collections import deque
 from collections.abc import Coroutine, Iterable
@@ -69,14 +70,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from redis.exceptions import RedisError
 from scrapy import Request, Spider
 from scrapy.core.scheduler import BaseScheduler
+from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import deferred_from_coro
 
 from crawler.bounded import BoundedSet
+from crawler.downloader.dns import CachingGuardedResolver, resolver_from_settings
 from crawler.exceptions import CodecError, ConfigurationError, FrontierUnavailableError
 from crawler.frontier.codec import RequestCodec
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.outcome import LEASE_META, Handout, LeaseAction
-from crawler.frontier.policy import PolitenessPolicy, PriorityLevels
+from crawler.frontier.policy import PolitenessKey, PolitenessPolicy, PriorityLevels
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.shards import ShardRouter, check_crawl_metadata, shard_frontiers
 from crawler.frontier.store import (
@@ -88,8 +91,10 @@ from crawler.frontier.store import (
     StepResult,
     Touch,
 )
-from crawler.meta import EXPECTED_TYPES_META
+from crawler.meta import CONTACTED_META, EXPECTED_TYPES_META
 from crawler.metadata.hostquality import HostQualityCache
+from crawler.middlewares.robots import robots_lease_request
+from crawler.netguard import parse_ip
 from crawler.policy.clock import CrawlClock
 from crawler.policy.priority import PriorityPolicy, PrioritySignals
 from crawler.policy.recrawl import RecrawlMode, lastmod_epoch
@@ -117,6 +122,8 @@ _T = TypeVar("_T")
 #: ``Request.meta`` key: check this URL against the exact seen store only (sitemap URLs).
 EXACT_SEEN_META = "frontier_exact_seen"
 _MAX_BACKOFF = 30.0
+#: Seconds a new host's address may take to resolve (``FRONTIER_POLITENESS_KEY = "ip"``).
+_RESOLVE_TIMEOUT = 10.0
 
 
 #: "No revisit known": later than any crawl-clock time.
@@ -148,6 +155,7 @@ class FrontierScheduler(BaseScheduler):
         clock: CrawlClock | None = None,
         mode: RecrawlMode = RecrawlMode.BATCH,
         drain_interval: float = 5.0,
+        resolver: CachingGuardedResolver | None = None,
     ) -> None:
         self.crawler = crawler
         self.priority = priority or PriorityPolicy()
@@ -156,6 +164,8 @@ class FrontierScheduler(BaseScheduler):
         self.mode = mode
         self.drain_interval = drain_interval
         self.config = config
+        #: ``FRONTIER_POLITENESS_KEY = "ip"``: new hosts' addresses, their politeness group.
+        self.resolver = resolver
         self.backoff = backoff
         self.url_filter = url_filter
         self.seen = seen
@@ -208,15 +218,24 @@ class FrontierScheduler(BaseScheduler):
         config = FrontierConfig.from_settings(crawler.settings, spider_name)
         assert crawler.stats is not None
         settings = crawler.settings
+        router = ShardRouter.from_settings(settings, config.crawl_id)
+        if config.politeness_key is PolitenessKey.IP and router.count > 1:
+            raise ConfigurationError(
+                "FRONTIER_POLITENESS_KEY",
+                f"'ip' needs one frontier shard (FRONTIER_SHARDS = 1), not {router.count}: the hosts of one "
+                "address can belong to several shards, whose clocks are apart",
+            )
         return cls(
             crawler, config, RedisProvider.for_crawler(crawler), crawler.stats, BackoffPolicy.from_settings(settings),
             UrlFilter(FilterConfig.from_settings(settings)), SeenConfig.from_settings(settings),
-            router=ShardRouter.from_settings(settings, config.crawl_id),
+            router=router,
             priority=PriorityPolicy.from_settings(settings),
             host_quality=HostQualityCache.for_crawler(crawler),
             clock=CrawlClock.from_settings(settings),
             mode=RecrawlMode.from_settings(settings),
             drain_interval=get_float(settings, "RECRAWL_DRAIN_INTERVAL", 5.0, minimum=0.1),
+            resolver=resolver_from_settings(settings, crawler.stats)
+            if config.politeness_key is PolitenessKey.IP else None,
         )
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -230,6 +249,7 @@ class FrontierScheduler(BaseScheduler):
             self.mode = RecrawlMode.parse(spider_mode, "mode (spider argument)")
         client = await self.provider.client()
         await check_crawl_metadata(client, self.router)
+        await self._check_politeness_key(client)
         count = self.router.count
         self.frontiers = shard_frontiers(client, self.router, self.config, self.seen, self.backoff)
         self.codec = RequestCodec(spider)
@@ -256,6 +276,20 @@ class FrontierScheduler(BaseScheduler):
             self.config.delay_factor, self.config.levels, list(self.config.queue_weights), self.config.active_hosts,
             self.config.lease_timeout, self.mode.value,
         )
+
+    async def _check_politeness_key(self, client: Any) -> None:
+        """Every worker of a crawl keeps politeness by the same key (recorded by the first)."""
+        key = self.keys.crawl_key("meta")
+        mine = self.config.politeness_key.value
+        await client.hsetnx(key, "politeness_key", mine)
+        stored = await client.hget(key, "politeness_key")
+        stored = stored.decode() if isinstance(stored, bytes) else str(stored)
+        if stored != mine:
+            raise ConfigurationError(
+                "FRONTIER_POLITENESS_KEY",
+                f"crawl {self.config.crawl_id!r} keeps politeness by {stored!r}, this worker by {mine!r}; "
+                "the key is fixed for the life of a crawl",
+            )
 
     def close(self, reason: str) -> Deferred[None]:
         return deferred_from_coro(self._close(reason))
@@ -498,13 +532,23 @@ class FrontierScheduler(BaseScheduler):
         self._poke()
 
     def _completion(self, request: Request, handout: Handout, now: float) -> Completion:
-        duration = request.meta.get("download_latency")
-        if duration is None:  # never reached the network (a middleware ended it first)
-            duration = now - handout.handed_at
-        next_allowed = self.politeness.next_allowed_ms(now, duration)
+        meta = request.meta
+        if CONTACTED_META not in meta:
+            # Never reached the network (a middleware ended it first): the host
+            # owes no delay (0 tells the ack script).
+            next_allowed = 0
+        else:
+            duration = meta.get("download_latency")
+            if duration is None:  # the fetch failed: it took this long
+                duration = now - handout.handed_at
+            next_allowed = self.politeness.next_allowed_ms(now, duration)
         outcome = handout.outcome
-        if outcome is None or outcome.action is LeaseAction.DONE:
+        if outcome is None:
             return Completion(handout.lease.member, next_allowed, int(now * 1000), host_signal=handout.host_signal,
+                              shard=handout.lease.shard)
+        if outcome.action is LeaseAction.DONE:
+            return Completion(handout.lease.member, next_allowed, int(now * 1000),
+                              not_before_ms=int(outcome.not_before * 1000), host_signal=outcome.host_signal,
                               shard=handout.lease.shard)
         blob = b""
         if outcome.meta_updates:
@@ -619,6 +663,8 @@ class FrontierScheduler(BaseScheduler):
             await self._check_draining(now)
         self._collect_completions()
         enqueues, self._enqueues = self._enqueues, {}
+        if self.resolver is not None and enqueues:
+            await self._group_by_address(enqueues)
         completions, self._completions = self._completions, {}
         touches, self._touches = self._touches, {}
         now = time.time()
@@ -676,6 +722,38 @@ class FrontierScheduler(BaseScheduler):
             self._wake_engine()
         if failure is not None:
             raise failure
+
+    async def _group_by_address(self, enqueues: dict[int, list[EnqueueEntry]]) -> None:
+        """Give each entry its host's address as its politeness group (``FRONTIER_POLITENESS_KEY = "ip"``).
+
+        The resolver caches answers (``DNS_CACHE_TTL``); a host that does not
+        resolve in time, or only to refused addresses, is a group of its own
+        (its fetch will fail, and park it, anyway).
+        """
+        resolver = self.resolver
+        assert resolver is not None
+        hosts = {entry.host for entries in enqueues.values() for entry in entries if not entry.group}
+        addresses: dict[str, str] = {}
+
+        async def resolve(host: str) -> None:
+            if parse_ip(host) is not None:
+                addresses[host] = host
+                return
+            try:
+                async with asyncio.timeout(_RESOLVE_TIMEOUT):
+                    answer = await resolver.resolve(host, 0, socket.AF_UNSPEC)
+            except (OSError, TimeoutError, IgnoreRequest):
+                self.stats.inc_value("frontier/group_unresolved")
+                return
+            if answer:
+                addresses[host] = str(answer[0]["host"])
+
+        await asyncio.gather(*(resolve(host) for host in hosts))
+        for shard, entries in enqueues.items():
+            enqueues[shard] = [
+                entry if entry.group else entry._replace(group=addresses.get(entry.host, entry.host))
+                for entry in entries
+            ]
 
     @staticmethod
     async def _guard(step: Coroutine[Any, Any, StepResult]) -> StepResult | BaseException:
@@ -741,11 +819,18 @@ class FrontierScheduler(BaseScheduler):
         for lease, blob in claim.claimed:
             try:
                 request = self.codec.decode(blob)
+                if lease.robots:
+                    # The host's robots.txt first; the page stays queued.
+                    request = robots_lease_request(request.url)
             except CodecError as exc:
                 self.stats.inc_value("frontier/dropped/undecodable")
                 logger.error("Frontier dropped stored request %d of %s: %s", lease.request_id, lease.host, exc)
                 now_ms = int(time.time() * 1000)
-                self._completions.setdefault(shard, []).append(Completion(lease.member, now_ms, now_ms, shard=shard))
+                # A robots.txt lease cannot say which origin: the host's queued requests become dead letters.
+                action = LeaseAction.DEAD if lease.robots else LeaseAction.DONE
+                self._completions.setdefault(shard, []).append(
+                    Completion(lease.member, 0, now_ms, action=action, error="CodecError", message=str(exc),
+                               shard=shard))
                 continue
             handout = Handout(lease)
             request.meta[LEASE_META] = handout
@@ -776,6 +861,10 @@ class FrontierScheduler(BaseScheduler):
                 logger.info("Frontier: %d expired leases returned their URLs to the queues", claim.expired)
             if claim.missing:
                 inc("frontier/missing_request", claim.missing)
+            if claim.opened:
+                inc("frontier/hosts_opened", claim.opened)
+            if claim.woken:
+                inc("frontier/hosts_woken", claim.woken)
         if result.parked:
             inc("frontier/hosts_parked", result.parked)
         if result.drain is not None and result.drain.moved:

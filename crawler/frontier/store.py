@@ -6,10 +6,17 @@ Layout of one shard (key names in :mod:`crawler.frontier.keys`):
   (or ``"<host> <id>"`` when the request is already in ``req``), one per
   priority level; most queued URLs of a broad crawl wait here, and a list
   entry costs a few bytes where a hash field costs about 60;
-* back queues ``q:<host>``: one sorted set per host, at most ``active_hosts`` of
-  them at once (the ``active`` set);
-* the ready heap ``ready``: one entry per active host that is not in flight,
+* back queues ``q:<host>``: one sorted set per host (the ``active`` set); a
+  host gets one when the claim needs more ready hosts than there are (so the
+  set is sized by need), at most ``active_hosts`` awake at once;
+* the ready heap ``ready``: one entry per awake host that is not in flight,
   scored by the earliest time (ms) it may be contacted;
+* ``sleep``: hosts that keep their back queue but must wait longer than the
+  sleep horizon (robots.txt retry, backoff, parking, Retry-After, a long
+  Crawl-delay), scored by their wake time; the claim wakes them when due;
+* ``robots``: per host, until when its robots.txt decision stands; a host
+  without one is handed out as a robots.txt lease (request id 0) before its
+  pages;
 * ``leases``: claimed URLs with their expiry; a host with a lease is in flight
   and absent from ``ready``, so one request per host is in flight across every
   worker sharing the frontier;
@@ -53,6 +60,11 @@ def load_script_source(name: str) -> str:
     return common + "\n" + (package / f"{name}.lua").read_text(encoding="utf-8")
 
 
+#: The request id of a robots.txt lease (``ROBOTS_ID`` in ``lua/common.lua``): the
+#: host's robots.txt, fetched before its pages; its claimed blob is the host's
+#: first queued request, which stays queued.
+ROBOTS_REQUEST_ID = 0
+
 #: EnqueueEntry flags.
 DONT_FILTER = 1
 EXACT_ONLY = 2
@@ -69,6 +81,8 @@ class EnqueueEntry(NamedTuple):
     level: int
     flags: int
     blob: bytes
+    #: The politeness group, when it is given per request (``FRONTIER_POLITENESS_KEY = "ip"``: the address).
+    group: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +95,11 @@ class Lease:
     host: str
     #: The frontier shard the lease was claimed from (its ack goes there).
     shard: int = 0
+
+    @property
+    def robots(self) -> bool:
+        """A robots.txt lease: the host's robots.txt is fetched before its pages."""
+        return self.request_id == ROBOTS_REQUEST_ID
 
     @classmethod
     def from_member(cls, member: bytes, shard: int = 0) -> Lease:
@@ -131,6 +150,11 @@ class ClaimResult:
     queued: int
     leased: int
     missing: int
+    #: Hosts given a back queue and ready at once (the active set grew by need).
+    opened: int = 0
+    #: Sleeping hosts woken.
+    woken: int = 0
+
 
 
 @dataclass(frozen=True)
@@ -179,6 +203,15 @@ class FrontierCounts:
     front: tuple[int, ...] = field(default=())
     #: Revisits in the due set.
     due: int = 0
+    #: Hosts that own a back queue but sleep (wait beyond the sleep horizon), and parked ones among them.
+    sleeping: int = 0
+    parked: int = 0
+    #: URLs in the dead-letter queue.
+    dead_letters: int = 0
+
+    @property
+    def awake_hosts(self) -> int:
+        return self.active_hosts - self.sleeping
 
 
 async def read_counts(client: AnyRedis, keys: FrontierKeys, levels: int = 0) -> FrontierCounts:
@@ -190,6 +223,9 @@ async def read_counts(client: AnyRedis, keys: FrontierKeys, levels: int = 0) -> 
     pipe.zcard(keys.ready)
     pipe.get(keys.key("seencount"))
     pipe.zcard(keys.due)
+    pipe.zcard(keys.sleeping)
+    pipe.scard(keys.parked)
+    pipe.hlen(keys.key("dead"))
     for level in range(levels):
         pipe.llen(keys.front(level))
     replies = await pipe.execute()
@@ -199,8 +235,11 @@ async def read_counts(client: AnyRedis, keys: FrontierKeys, levels: int = 0) -> 
         active_hosts=int(replies[2]),
         ready_hosts=int(replies[3]),
         seen=int(replies[4] or 0),
-        front=tuple(int(x) for x in replies[6:]),
+        front=tuple(int(x) for x in replies[9:]),
         due=int(replies[5]),
+        sleeping=int(replies[6]),
+        parked=int(replies[7]),
+        dead_letters=int(replies[8]),
     )
 
 
@@ -239,6 +278,8 @@ class RedisFrontier:
         self._sources = {name: load_script_source(name) for name in SCRIPT_NAMES}
         self._shas = {name: hashlib.sha1(src.encode()).hexdigest() for name, src in self._sources.items()}
         self._weights = list(config.queue_weights)
+        self._horizon_ms = int(config.sleep_horizon * 1000)
+        self._grouped = int(config.politeness_key.grouping > 0)
         #: The connection steps are sent on (one step at a time; see begin_step):
         #: to the server, or the cluster node, that holds this shard's slot.
         self._link = KeyConnection(client, keys.leases)
@@ -384,15 +425,18 @@ class RedisFrontier:
             unpack = POSITIONS[hashes].unpack
             cells = self.config.inlink_cells
             sketched = min(4, hashes) if cells else 0
+            grouping = self.config.politeness_key.grouping
             head = (
                 b"EVALSHA", self._shas["enqueue"], 1, keys.bloom, prefix, hashes,
-                self.config.host_page_budget, self.config.domain_page_budget, sketched,
+                self.config.host_page_budget, self.config.domain_page_budget, sketched, grouping,
             )
             for start in range(0, len(enqueues), batch):
                 args: list[Any] = list(head)
                 for e in enqueues[start : start + batch]:
                     offsets = unpack(e.bloom_positions)
                     args += (e.exact_key, e.exact_set, e.host, e.domain, e.level, e.flags, e.blob)
+                    if grouping == 2:
+                        args.append(e.group or e.host)
                     args += offsets
                     if sketched:
                         # The in-link sketch's cells (common.lua, inlink_cells).
@@ -400,7 +444,8 @@ class RedisFrontier:
                 commands.append(command(*args))
                 order.append("enqueue")
         if completions:
-            args = [b"EVALSHA", self._shas["ack"], 1, keys.leases, prefix, now_ms, *self._backoff_args]
+            args = [b"EVALSHA", self._shas["ack"], 1, keys.leases, prefix, now_ms, *self._backoff_args,
+                    self._horizon_ms, self._grouped]
             for done in completions:
                 args += (
                     done.member, done.next_allowed_ms, done.completed_ms, int(done.action), done.not_before_ms,
@@ -410,7 +455,9 @@ class RedisFrontier:
             commands.append(command(*args))
             order.append("ack")
         if releases:
-            commands.append(command(b"EVALSHA", self._shas["release"], 1, keys.leases, prefix, now_ms, *releases))
+            commands.append(
+                command(b"EVALSHA", self._shas["release"], 1, keys.leases, prefix, now_ms, self._grouped, *releases)
+            )
             order.append("release")
         if renew:
             until = now_ms + int(self.config.lease_timeout * 1000)
@@ -435,7 +482,8 @@ class RedisFrontier:
                 command(
                     b"EVALSHA", self._shas["claim"], 1, keys.leases, prefix, now_ms, claim,
                     now_ms + int(self.config.lease_timeout * 1000), self.config.active_hosts,
-                    self.config.refill_batch, 1000, *self._weights,
+                    self.config.refill_batch, 1000, self._horizon_ms, int(self.config.robots_first), self._grouped,
+                    *self._weights,
                 )
             )
             order.append("claim")
@@ -515,6 +563,8 @@ class RedisFrontier:
             queued=int(reply[5]),
             leased=int(reply[6]),
             missing=int(reply[7]),
+            opened=int(reply[8]),
+            woken=int(reply[9]),
         )
 
     # -- dead letters ----------------------------------------------------------------

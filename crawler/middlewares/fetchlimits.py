@@ -26,8 +26,7 @@ from scrapy import signals
 from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddleware
 from scrapy.exceptions import IgnoreRequest, StopDownload
 
-from crawler.meta import EXPECTED_TYPES_META, ORIGINAL_ENCODING_META
-from crawler.middlewares.robots import ROBOTS_META
+from crawler.meta import EXPECTED_TYPES_META, ORIGINAL_ENCODING_META, ROBOTS_META
 from crawler.settings_parsing import get_int
 from crawler.sitemaps import SITEMAP_META
 

@@ -15,15 +15,19 @@ answer                            what happens                                 h
 other 5xx                         retried after the URL's backoff, at most     neutral
                                   ``RETRY_MAX_RETRIES`` times
 timeout, connection refused or    retried after the URL's backoff, at most     failed (parks
-reset, DNS failure, truncated     ``RETRY_MAX_RETRIES`` times                  the host after
-body (data loss)                                                               repeated failures)
+reset, truncated body (data       ``RETRY_MAX_RETRIES`` times                  the host after
+loss)                                                                          repeated failures)
+no answer on an open connection   retried after the URL's backoff, at most     silent (parks the
+(a server that listens, silent),  ``RETRY_MAX_RETRIES`` times                  host at once)
+a name that does not resolve
 body over ``DOWNLOAD_MAXSIZE``    dropped (``fetch/size_exceeded``)            ok
 anything else unexpected          dead letter, logged as an error              ok
 ================================  ===========================================  =============
 
 A URL out of retries goes to the dead-letter queue with its last error class
 (``scrapy frontier dead-letters`` lists and requeues them). Only requests
-served by the frontier are retried; others (robots.txt fetches) pass through.
+served by the frontier are retried; robots.txt fetches pass through (the
+robots.txt middleware judges their failures).
 """
 
 from __future__ import annotations
@@ -44,7 +48,9 @@ from scrapy.exceptions import (
     ResponseDataLossError,
 )
 
+from crawler.downloader.handler import ServerSilentError
 from crawler.frontier.outcome import HostSignal, Rescheduled, dead_letter, handout_of, reschedule
+from crawler.meta import ROBOTS_META
 from crawler.politeness.backoff import BackoffPolicy, parse_retry_after
 
 if TYPE_CHECKING:
@@ -70,6 +76,10 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     ConnectionError,
 )
 
+#: Failures that park the host at once (a host that listens and never answers,
+#: a name that does not resolve): one more try would hold a fetch slot for nothing.
+SILENT_ERRORS: tuple[type[BaseException], ...] = (ServerSilentError, CannotResolveHostError)
+
 RETRY_META = "retry_times"
 THROTTLED_META = "throttled_times"
 
@@ -88,7 +98,7 @@ class RetryMiddleware:
         status = response.status
         if status < 500 and status != 429:
             return response
-        if handout_of(request) is None:
+        if handout_of(request) is None or ROBOTS_META in request.meta:
             return response
         now = time.time()
         if status in THROTTLE_STATUSES:
@@ -108,7 +118,7 @@ class RetryMiddleware:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def process_exception(self, request: Request, exception: Exception) -> None:
-        if isinstance(exception, IgnoreRequest) or handout_of(request) is None:
+        if isinstance(exception, IgnoreRequest) or handout_of(request) is None or ROBOTS_META in request.meta:
             return
         name = type(exception).__name__
         if isinstance(exception, DownloadCancelledError):
@@ -119,7 +129,8 @@ class RetryMiddleware:
                 self.stats.inc_value("fetch/truncated")
             elif isinstance(exception, (DownloadTimeoutError, TimeoutError)):
                 self.stats.inc_value("fetch/timeout")
-            self._retry(request, name, str(exception), HostSignal.FAILED, time.time())
+            signal = HostSignal.SILENT if isinstance(exception, SILENT_ERRORS) else HostSignal.FAILED
+            self._retry(request, name, str(exception), signal, time.time())
         if isinstance(exception, (RedisConnectionError, RedisTimeoutError)):
             # Our own Redis was down for longer than REDIS_OUTAGE_TIMEOUT while a
             # middleware needed it: not the URL's fault, and no attempt spent.

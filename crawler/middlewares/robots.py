@@ -1,22 +1,37 @@
 """robots.txt, enforced before every fetch (RFC 9309). Replaces Scrapy's RobotsTxtMiddleware.
 
-For each request (``process_request``):
+**A host's robots.txt is its first request.** The frontier hands out a host
+whose robots.txt decision is missing or expired as a *robots.txt lease*
+(:attr:`~crawler.frontier.store.Lease.robots`): the scheduler turns it into a
+request for ``<origin>/robots.txt`` (:func:`robots_lease_request`), claimed,
+leased and paced like any request, while the host's pages stay queued. This
+middleware judges the answer (:meth:`process_response`,
+:meth:`process_exception`), shares the decision (which tells the frontier the
+host's pages may go out) and ends the lease: the host's next request is its
+first page, after the politeness delay. No page waits in a download slot
+while robots.txt is fetched.
 
-1. ``/robots.txt`` itself always passes.
-2. The decision for the URL's origin comes from the local cache, else from the
+For each page (``process_request``):
+
+1. The decision for the URL's origin comes from the local cache, else from the
    shared cache in Redis (:class:`~crawler.robots.store.RobotsStore`).
-3. If there is none (or it expired), robots.txt is fetched *now*, under the
-   page's own lease: the host is already in flight for this worker, so the
-   fetch counts against the host's politeness like any request. The decision
-   is shared, and the page goes back to the frontier (it is fetched after the
-   host's delay, like any next request to the host). A URL is therefore never
-   fetched before its host's decision exists.
-4. An unreachable robots.txt (5xx, timeout, network error) disallows the whole
-   host until its retry time: the page waits in the frontier until then (the
-   host rests); after ``ROBOTS_MAX_FAILURES`` failures in a row the page goes
-   to the dead-letter queue instead.
-5. A disallowed URL is dropped (``IgnoreRequest``), counted in
+2. If there is none (another origin of the same host, say ``https`` after
+   ``http``), a page served by the frontier goes back to it untouched (stat
+   ``robots/missing``) with a signal that makes the host's robots.txt its next
+   request. A request the frontier did not serve (``scrapy fetch``, requests
+   downloaded directly) gets robots.txt fetched first, nested, as Scrapy's own
+   middleware does.
+3. An unreachable robots.txt (5xx, timeout, network error) disallows the whole
+   host until its retry time: the host sleeps in the frontier until then and
+   robots.txt is its first request again; after ``ROBOTS_MAX_FAILURES``
+   failures in a row its pages go to the dead-letter queue instead.
+4. A disallowed URL is dropped (``IgnoreRequest``), counted in
    ``robots/disallowed``, and never fetched.
+
+A robots.txt that fails at the connection level tells the frontier about the
+host like any fetch: a refused connection counts towards parking it, a server
+that accepts and never answers (or a name that does not resolve) parks it at
+once (:class:`~crawler.frontier.outcome.HostSignal`).
 
 Redirects of robots.txt are followed here (up to 5, to any host), since
 Scrapy's redirect middleware is off; only the first ``ROBOTS_MAX_BYTES`` of
@@ -31,10 +46,14 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
 from scrapy import Request, signals
-from scrapy.exceptions import IgnoreRequest, NotConfigured, StopDownload
+from scrapy.exceptions import CannotResolveHostError, IgnoreRequest, NotConfigured, StopDownload
+from scrapy.http.request import NO_CALLBACK
 
-from crawler.frontier.outcome import HostSignal, Rescheduled, dead_letter, handout_of, reschedule
+from crawler.bounded import BoundedSet
+from crawler.downloader.handler import ServerSilentError
+from crawler.frontier.outcome import HostSignal, Rescheduled, complete, dead_letter, handout_of, reschedule
 from crawler.frontier.shards import ShardRouter
+from crawler.meta import ROBOTS_META
 from crawler.netguard import BlockedAddressError
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
 from crawler.robots.policy import (
@@ -62,8 +81,23 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: ``Request.meta`` key marking the robots.txt fetches this middleware makes.
-ROBOTS_META = "robots_txt_fetch"
+#: A robots.txt lease's failure that parks the host at once.
+_SILENT_ERRORS = (ServerSilentError, CannotResolveHostError)
+
+
+def robots_lease_request(page_url: str) -> Request:
+    """The request for a robots.txt lease whose host's first queued page is ``page_url``."""
+    return Request(
+        origin_of(page_url) + ROBOTS_PATH, callback=NO_CALLBACK, dont_filter=True,
+        meta={ROBOTS_META: True, "handle_httpstatus_all": True},
+    )
+
+
+def _host(origin: str) -> str:
+    try:
+        return host_of(origin + "/")
+    except UrlError:
+        return origin
 
 
 class RobotsTxtMiddleware:
@@ -77,7 +111,10 @@ class RobotsTxtMiddleware:
         self.store: RobotsStore | None = None
         # The body cap needs a look at every chunk, but only of robots.txt
         # fetches: the handler is connected only while one is under way.
-        self._fetches_under_way = 0
+        self._under_way: set[int] = set()
+        #: Origins whose robots.txt lease met the address guard: their pages are
+        #: dropped here, uncontacted (at most 10,000, oldest forgotten first).
+        self._refused = BoundedSet(10_000)
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
 
     @classmethod
@@ -100,13 +137,19 @@ class RobotsTxtMiddleware:
             raise StopDownload(fail=False)
 
     async def process_request(self, request: Request) -> None:
-        if ROBOTS_META in request.meta:
+        meta = request.meta
+        if ROBOTS_META in meta:
+            if handout_of(request) is not None:
+                await self._open_lease(request)
             return
         url = request.url
         origin = origin_of(url)
         if url.startswith(ROBOTS_PATH, len(origin)) and len(url) == len(origin) + len(ROBOTS_PATH):
             return
         assert self.store is not None, "robots middleware used before spider_opened"
+        if origin in self._refused:
+            # (Counted once per origin, in fetch/blocked_address, when its robots.txt was refused.)
+            raise BlockedAddressError(f"{origin} resolves only to refused addresses")
         now = time.time()
         rules = self.store.local(origin, now)
         if rules is None:
@@ -118,38 +161,159 @@ class RobotsTxtMiddleware:
             logger.debug("Disallowed by robots.txt: %s", url)
             raise IgnoreRequest(f"disallowed by robots.txt: {url}")
 
-    async def _rules(self, request: Request, origin: str, now: float) -> RobotsRules:
+    async def _shared(self, origin: str) -> RobotsRecord | None:
+        """The shared record of an origin, expired or not."""
         assert self.store is not None
         store = self.store
-        outage = self.provider.outage
-        record = await outage.call("robots.txt cache", lambda: store.get(origin), self.stats)
+        return await self.provider.outage.call("robots.txt cache", lambda: store.get(origin), self.stats)
+
+    async def _rules(self, request: Request, origin: str, now: float) -> RobotsRules:
+        assert self.store is not None
+        record = await self._shared(origin)
         if record is not None and not record.expired(now):
             self.stats.inc_value("robots/cache/shared")
             return self.store.use(origin, record)
+        if reschedule(request, not_before=0.0, host_signal=HostSignal.ROBOTS_MISSING,
+                      reason="robots.txt of this origin first"):
+            # Served by the frontier: the host's robots.txt becomes its next request.
+            self.stats.inc_value("robots/missing")
+            raise Rescheduled(f"robots.txt of {origin} first")
+        # Not from the frontier: fetch it now, nested (Scrapy's own way).
         record = await self._fetch(origin, record)
-        try:
-            host = host_of(origin + "/")
-        except UrlError:
-            host = origin
-        fetched = record
-        rules, capped = await outage.call(
-            "robots.txt cache", lambda: store.put(origin, host, fetched, time.time()), self.stats
+        return await self._share(origin, record)
+
+    async def _share(self, origin: str, record: RobotsRecord) -> RobotsRules:
+        """Store a new decision for every worker (and the frontier); its rules."""
+        assert self.store is not None
+        store = self.store
+        rules, capped = await self.provider.outage.call(
+            "robots.txt cache", lambda: store.put(origin, _host(origin), record, time.time()), self.stats
         )
         self._enqueue_sitemaps(origin, rules)
         if capped:
             self.stats.inc_value("robots/crawl_delay_capped")
             logger.info("%s asks for a Crawl-delay above ROBOTS_MAX_CRAWL_DELAY; using %.0f s",
                         origin, self.config.max_crawl_delay)
-        if handout_of(request) is not None:
-            # The fetch used this request's turn at the host: the page waits for
-            # the host's next turn (or, if robots.txt is unreachable, its retry).
-            not_before = record.expires_at if record.state is RobotsState.UNREACHABLE else 0.0
-            if record.state is RobotsState.UNREACHABLE and record.failures >= self.config.max_failures:
-                self._wait_for_robots(request, record)
-            reschedule(request, not_before=not_before, host_signal=HostSignal.NEUTRAL,
-                       reason="robots.txt fetched first")
-            raise Rescheduled(f"robots.txt of {origin} fetched first")
         return rules
+
+    # -- robots.txt leases: a host's first request --------------------------------------
+
+    async def _open_lease(self, request: Request) -> None:
+        """A robots.txt lease about to be downloaded: unless another worker decided meanwhile."""
+        assert self.store is not None
+        origin = origin_of(request.url)
+        now = time.time()
+        rules = self.store.local(origin, now)
+        if rules is None:
+            record = await self._shared(origin)
+            if record is not None and not record.expired(now):
+                rules = self.store.use(origin, record)
+        if rules is not None:
+            store = self.store
+            until = rules.record.expires_at
+            await self.provider.outage.call("robots.txt cache", lambda: store.decided(_host(origin), until),
+                                            self.stats)
+            self.stats.inc_value("robots/cache/shared")
+            complete(request, host_signal=HostSignal.NEUTRAL, reason="robots.txt decided already")
+            raise Rescheduled(f"robots.txt of {origin} decided already")
+        self.stats.inc_value("robots/fetched")
+        self._track(request)
+
+    async def process_response(self, request: Request, response: Response) -> Response:
+        if ROBOTS_META not in request.meta:
+            return response
+        self._untrack(request)
+        if handout_of(request) is None:
+            return response  # a nested fetch: _fetch judges it
+        origin = origin_of(request.url)
+        previous = await self._shared(origin)
+        record = await self._judge(origin, response, previous, hop=0)
+        await self._close_lease(request, origin, record, HostSignal.OK)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def process_exception(self, request: Request, exception: Exception) -> None:
+        if ROBOTS_META not in request.meta:
+            return
+        self._untrack(request)
+        if handout_of(request) is None or isinstance(exception, Rescheduled):
+            return
+        origin = origin_of(request.url)
+        if isinstance(exception, IgnoreRequest):
+            if isinstance(exception, BlockedAddressError):
+                # Every page of the origin would be refused too: they come and are dropped.
+                self._refused.add(origin)
+                assert self.store is not None
+                store = self.store
+                until = time.time() + self.config.cache_ttl
+                await self.provider.outage.call("robots.txt cache", lambda: store.decided(_host(origin), until),
+                                                self.stats)
+                complete(request, host_signal=HostSignal.NEUTRAL, reason="address refused")
+                raise Rescheduled(f"{origin}: address refused")
+            return
+        signal = HostSignal.SILENT if isinstance(exception, _SILENT_ERRORS) else HostSignal.FAILED
+        record = self._failed(origin, exception, await self._shared(origin))
+        await self._close_lease(request, origin, record, signal)
+
+    async def _close_lease(self, request: Request, origin: str, record: RobotsRecord, signal: HostSignal) -> None:
+        """Share the decision and end the robots.txt lease; the host's pages come next (or after the retry)."""
+        await self._share(origin, record)
+        if record.state is RobotsState.UNREACHABLE:
+            if record.failures >= self.config.max_failures:
+                # Given up on: the host's queued pages go to the dead letters.
+                self.stats.inc_value("robots/dead_lettered")
+                dead_letter(request, error="robots_unreachable", host_signal=signal,
+                            message=f"robots.txt unreachable {record.failures} times: {record.error}")
+                raise Rescheduled(f"robots.txt of {origin} unreachable")
+            # Nothing of the host is allowed until robots.txt is tried again: the host sleeps.
+            self.stats.inc_value("robots/waiting")
+            complete(request, not_before=record.expires_at, host_signal=signal, reason="robots.txt unreachable")
+        else:
+            complete(request, host_signal=signal, reason="robots.txt")
+        raise Rescheduled(f"robots.txt of {origin}")
+
+    # -- judging an answer ------------------------------------------------------------------
+
+    def _failed(self, origin: str, exception: BaseException, previous: RobotsRecord | None) -> RobotsRecord:
+        name = type(exception).__name__
+        self.stats.inc_value("robots/unreachable")
+        self.stats.inc_value(f"robots/error/{name}")
+        logger.info("robots.txt of %s unreachable: %s: %s", origin, name, exception)
+        return record_for_failure(self.config, name, time.time(), previous)
+
+    async def _judge(self, origin: str, response: Response, previous: RobotsRecord | None, hop: int) -> RobotsRecord:
+        """The decision for an answer to robots.txt, following its redirects (nested) up to 5 hops."""
+        url = response.url
+        while True:
+            status = response.status
+            self.stats.inc_value(f"robots/status/{status}")
+            location = response.headers.get(b"Location")
+            if 300 <= status < 400 and location and hop < MAX_REDIRECTS:
+                self.stats.inc_value("robots/redirects")
+                url = urljoin(url, location.decode("latin-1").strip())
+                hop += 1
+                fetch = Request(url, meta={ROBOTS_META: True, "handle_httpstatus_all": True}, dont_filter=True)
+                self.stats.inc_value("robots/fetched")
+                try:
+                    response = await self._download(fetch)
+                except BlockedAddressError:
+                    raise
+                except IgnoreRequest as exc:
+                    self.stats.inc_value("robots/unreachable")
+                    return record_for_failure(self.config, type(exc).__name__, time.time(), previous)
+                except Exception as exc:
+                    return self._failed(origin, exc, previous)
+                continue
+            if 300 <= status < 400 and location:
+                self.stats.inc_value("robots/too_many_redirects")
+                return record_for_too_many_redirects(self.config, time.time(), status)
+            record = record_for_response(self.config, status, response.body, time.time(), previous)
+            if record.truncated:
+                self.stats.inc_value("robots/truncated")
+            if record.state is RobotsState.UNREACHABLE:
+                self.stats.inc_value("robots/unreachable")
+            elif record.state is RobotsState.ALLOW_ALL:
+                self.stats.inc_value("robots/allow_all")
+            return record
 
     def _enqueue_sitemaps(self, origin: str, rules: RobotsRules) -> None:
         """Send the sitemaps robots.txt lists (or ``/sitemap.xml``) to the frontier, once per fetch."""
@@ -182,55 +346,39 @@ class RobotsTxtMiddleware:
         self.stats.inc_value("robots/disallowed")
         raise IgnoreRequest(f"robots.txt unreachable: {request.url}")
 
+    def _track(self, request: Request) -> None:
+        if not self._under_way:
+            self.crawler.signals.connect(self._bytes_received, signal=signals.bytes_received)
+        self._under_way.add(id(request))
+
+    def _untrack(self, request: Request) -> None:
+        if id(request) in self._under_way:
+            self._under_way.discard(id(request))
+            if not self._under_way:
+                self.crawler.signals.disconnect(self._bytes_received, signal=signals.bytes_received)
+
     async def _download(self, fetch: Request) -> Response:
+        """A nested robots.txt download through the engine (redirect hops, requests the frontier did not serve)."""
         engine = self.crawler.engine
         assert engine is not None
-        signals_ = self.crawler.signals
-        if self._fetches_under_way == 0:
-            signals_.connect(self._bytes_received, signal=signals.bytes_received)
-        self._fetches_under_way += 1
+        self._track(fetch)
         try:
             return await engine.download_async(fetch)
         finally:
-            self._fetches_under_way -= 1
-            if self._fetches_under_way == 0:
-                signals_.disconnect(self._bytes_received, signal=signals.bytes_received)
+            self._untrack(fetch)
 
     async def _fetch(self, origin: str, previous: RobotsRecord | None) -> RobotsRecord:
-        """Fetch and judge one origin's robots.txt, following up to 5 redirects."""
-        url = origin + ROBOTS_PATH
-        status = 0
-        for hop in range(MAX_REDIRECTS + 1):
-            fetch = Request(url, meta={ROBOTS_META: True, "handle_httpstatus_all": True}, dont_filter=True)
-            self.stats.inc_value("robots/fetched")
-            try:
-                response: Response = await self._download(fetch)
-            except BlockedAddressError:
-                raise  # the page's own host is refused: the page is dropped with it
-            except IgnoreRequest as exc:
-                self.stats.inc_value("robots/unreachable")
-                return record_for_failure(self.config, type(exc).__name__, time.time(), previous)
-            except Exception as exc:
-                self.stats.inc_value("robots/unreachable")
-                self.stats.inc_value(f"robots/error/{type(exc).__name__}")
-                logger.info("robots.txt of %s unreachable: %s: %s", origin, type(exc).__name__, exc)
-                return record_for_failure(self.config, type(exc).__name__, time.time(), previous)
-            status = response.status
-            self.stats.inc_value(f"robots/status/{status}")
-            location = response.headers.get(b"Location")
-            if 300 <= status < 400 and location and hop < MAX_REDIRECTS:
-                self.stats.inc_value("robots/redirects")
-                url = urljoin(url, location.decode("latin-1").strip())
-                continue
-            if 300 <= status < 400 and location:
-                self.stats.inc_value("robots/too_many_redirects")
-                return record_for_too_many_redirects(self.config, time.time(), status)
-            record = record_for_response(self.config, status, response.body, time.time(), previous)
-            if record.truncated:
-                self.stats.inc_value("robots/truncated")
-            if record.state is RobotsState.UNREACHABLE:
-                self.stats.inc_value("robots/unreachable")
-            elif record.state is RobotsState.ALLOW_ALL:
-                self.stats.inc_value("robots/allow_all")
-            return record
-        raise AssertionError("unreachable")  # pragma: no cover
+        """Fetch (nested) and judge one origin's robots.txt, following up to 5 redirects."""
+        fetch = Request(origin + ROBOTS_PATH, meta={ROBOTS_META: True, "handle_httpstatus_all": True},
+                        dont_filter=True)
+        self.stats.inc_value("robots/fetched")
+        try:
+            response: Response = await self._download(fetch)
+        except BlockedAddressError:
+            raise  # the page's own host is refused: the page is dropped with it
+        except IgnoreRequest as exc:
+            self.stats.inc_value("robots/unreachable")
+            return record_for_failure(self.config, type(exc).__name__, time.time(), previous)
+        except Exception as exc:
+            return self._failed(origin, exc, previous)
+        return await self._judge(origin, response, previous, hop=0)

@@ -83,6 +83,15 @@ class FrontierFigures:
     ready_hosts: int = 0
     seen: int = 0
     due: int = 0
+    #: Hosts that own a back queue but sleep (waiting beyond the sleep horizon), parked ones among them.
+    sleeping: int = 0
+    parked: int = 0
+    #: URLs in the dead-letter queue.
+    dead_letters: int = 0
+
+    @property
+    def awake_hosts(self) -> int:
+        return self.active_hosts - self.sleeping
 
 
 @dataclass(frozen=True)
@@ -119,8 +128,9 @@ def progress_line(progress: Progress) -> str:
     frontier = progress.frontier
     if frontier is not None:
         parts.append(
-            f"queued {frontier.queued:,}, in flight {frontier.leased:,}, hosts {frontier.active_hosts:,} active "
-            f"/ {frontier.ready_hosts:,} ready, due {frontier.due:,}"
+            f"queued {frontier.queued:,}, in flight {frontier.leased:,}, hosts {frontier.awake_hosts:,} active "
+            f"/ {frontier.ready_hosts:,} ready / {frontier.sleeping:,} sleeping ({frontier.parked:,} parked), "
+            f"dead letters {frontier.dead_letters:,}, due {frontier.due:,}"
         )
     errors = progress.errors()
     parts.append(

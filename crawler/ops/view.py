@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 async def frontier_figures(client: AnyRedis, router: ShardRouter) -> FrontierFigures:
-    """Queued, leased, active and ready hosts, seen and due URLs, summed over shards."""
+    """Queued, leased, active, ready, sleeping and parked hosts, seen, due and dead URLs, summed over shards."""
     shards = [await read_counts(client, keys) for keys in router.keys]
     return FrontierFigures(
         queued=sum(c.queued for c in shards),
@@ -31,6 +31,9 @@ async def frontier_figures(client: AnyRedis, router: ShardRouter) -> FrontierFig
         ready_hosts=sum(c.ready_hosts for c in shards),
         seen=sum(c.seen for c in shards),
         due=sum(c.due for c in shards),
+        sleeping=sum(c.sleeping for c in shards),
+        parked=sum(c.parked for c in shards),
+        dead_letters=sum(c.dead_letters for c in shards),
     )
 
 

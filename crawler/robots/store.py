@@ -4,7 +4,10 @@ One Redis key per origin (``robots:<scheme://host:port>`` in the host's frontier
 shard) holds the encoded :class:`RobotsRecord`, with a TTL that outlives the
 record's own expiry (so consecutive failures are still counted). Storing a
 record also sets the host's politeness floor from ``Crawl-delay`` in the
-frontier (``hostdelay``) and records ``Sitemap:`` lines (``sitemaps:<host>``).
+frontier (``hostdelay``), records ``Sitemap:`` lines (``sitemaps:<host>``)
+and tells the frontier until when the host's decision stands (``robots``,
+see :attr:`~crawler.frontier.keys.FrontierKeys.host_robots`): until then
+the frontier hands out the host's pages, after it the host's robots.txt.
 
 The local cache keeps at most ``ROBOTS_LOCAL_CACHE_SIZE`` parsed records
 (least recently used evicted first); an entry is valid until its record
@@ -79,15 +82,22 @@ class RobotsStore:
         """Share a new record, apply its Crawl-delay and Sitemaps; returns (rules, delay was capped)."""
         rules = self._remember(origin, record)
         keep_for = max(record.expires_at - now, 0.0) + self.config.cache_ttl
+        keys = self.router.keys_for(host)
         pipe = self.client.pipeline(transaction=False)
         pipe.set(self.record_key(origin), record.encode(), px=int(keep_for * 1000))
+        pipe.hset(keys.host_robots, host, int(record.expires_at * 1000))
         delay, capped = rules.crawl_delay(self.config.max_crawl_delay)
         if delay is not None:
-            pipe.hset(self.router.keys_for(host).host_delay, host, int(delay * 1000))
+            pipe.hset(keys.host_delay, host, int(delay * 1000))
         elif record.state is not record.state.UNREACHABLE:
-            pipe.hdel(self.router.keys_for(host).host_delay, host)
+            pipe.hdel(keys.host_delay, host)
         sitemaps = rules.sitemaps(self.config.max_sitemaps)
         if sitemaps:
             pipe.sadd(self.sitemaps_key(host), *sitemaps)
         await pipe.execute()
         return rules, capped
+
+    async def decided(self, host: str, until: float) -> None:
+        """Tell the frontier the host's pages may be handed out until ``until`` (a decision
+        found in the shared cache, or a host the address guard refuses anyway)."""
+        await self.client.hset(self.router.keys_for(host).host_robots, host, int(until * 1000))

@@ -722,17 +722,50 @@ class MockWebServer:
         return Reply(200, "text/html", html)
 
 
+class SilentProtocol(asyncio.Protocol):
+    """A server that accepts a connection, reads what comes and never answers (a dead host that
+    still listens). The request is logged with status 0 when the client gives up and closes."""
+
+    def __init__(self, server: MockWebServer) -> None:
+        self.server = server
+        self.host = -1
+        self.request: tuple[str, str, float] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        sockname = transport.get_extra_info("sockname")
+        self.host = host_index(sockname[0]) if sockname else -1
+
+    def data_received(self, data: bytes) -> None:
+        if self.request is None:
+            method, _, rest = data.split(b"\r\n", 1)[0].decode("latin-1").partition(" ")
+            self.request = (method, rest.rsplit(" ", 1)[0], time.time())
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.request is not None:
+            method, target, start = self.request
+            self.server.log(self.host, method, target, start, time.time(), 0)
+
+
+def _listen(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("0.0.0.0", port))
+    return sock
+
+
 async def serve_forever(
-    spec: WebSpec, port: int, log_path: str | None, log_flush: float = 0.0, prerender: bool = False
+    spec: WebSpec, port: int, log_path: str | None, log_flush: float = 0.0, prerender: bool = False,
+    silent_port: int = 0,
 ) -> None:
     server = MockWebServer(spec, port, log_path, log_flush)
     if prerender:
         server.prerender()
     loop = asyncio.get_running_loop()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("0.0.0.0", port))
-    srv = await loop.create_server(lambda: MockWebProtocol(server), sock=sock, backlog=4096)
+    srv = await loop.create_server(lambda: MockWebProtocol(server), sock=_listen(port), backlog=4096)
+    if silent_port:
+        # Host names beyond the web's own hosts are logged by their address.
+        server.host_names += [host_ip(host) for host in range(spec.hosts, 2 * spec.hosts + 1)]
+        await loop.create_server(lambda: SilentProtocol(server), sock=_listen(silent_port), backlog=4096)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
@@ -824,6 +857,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--log", default=None)
     parser.add_argument("--log-flush", type=float, default=0.0,
                         help="flush the request log at most this many seconds after a line (0: every line)")
+    parser.add_argument("--silent-port", type=int, default=0,
+                        help="also accept connections on this port and never answer them (dead hosts that listen)")
     parser.add_argument("--prerender", action="store_true",
                         help="render every page before listening (benchmarks: the web's CPU goes to serving)")
     args = parser.parse_args(argv)
@@ -834,7 +869,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     if os.environ.get("MOCKWEB_NICE"):
         os.nice(int(os.environ["MOCKWEB_NICE"]))
-    asyncio.run(serve_forever(spec, args.port, args.log, args.log_flush, args.prerender))
+    asyncio.run(serve_forever(spec, args.port, args.log, args.log_flush, args.prerender, args.silent_port))
 
 
 if __name__ == "__main__":

@@ -5,15 +5,29 @@
 -- KEYS[1]: the shard's lease set
 -- ARGV[1]: P; ARGV[2]: now_ms;
 -- ARGV[3..7]: throttle_base_ms, throttle_max_ms, park_after, park_base_ms, park_max_ms
--- then 9 values per lease: member, next_allowed_ms, completed_ms, action
---   (0 done, 1 requeue, 2 dead letter), not_before_ms, blob ('' = keep the
---   stored request), host signal (0 ok, 1 throttled, 2 failed, 3 neutral),
---   dead-letter info ("error\tmessage"), URL metadata field ('' = none: a
---   dead letter's URL is then marked dead in the URL metadata store, whose
---   record layout is documented in crawler/metadata/store.py).
+-- ARGV[8]: sleep horizon (ms); ARGV[9]: grouped (1: politeness groups, see
+-- common.lua: the group's clock is set from the politeness delay and floor of
+-- the fetch, its longest-waiting host is ready next, and this one queues
+-- behind the others)
+-- then 9 values per lease: member, next_allowed_ms (0: the request never
+--   reached the host, which may be contacted again at once), completed_ms,
+--   action (0 done, 1 requeue, 2 dead letter), not_before_ms, blob ('' = keep
+--   the stored request), host signal (0 ok, 1 throttled, 2 failed, 3 neutral,
+--   4 silent: failed in a way that parks the host at once, 5 robots.txt
+--   decision missing for the request's origin: the host's robots.txt is
+--   fetched first again), dead-letter info ("error\tmessage"), URL metadata
+--   field ('' = none: a dead letter's URL is then marked dead in the URL
+--   metadata store, whose record layout is documented in
+--   crawler/metadata/store.py).
 -- next_allowed_ms is the politeness policy's answer; the host's floor
 -- (P..'hostdelay', ms, set by robots.txt Crawl-delay), its throttle level
--- (429/503) and its consecutive failures can only raise it.
+-- (429/503), its consecutive failures and the lease's not_before can only
+-- raise it. A host whose next allowed time is more than the sleep horizon
+-- away sleeps (P..'sleep') with its back queue until then, outside the set
+-- of awake hosts; a host whose back queue is empty leaves the active set.
+-- A robots.txt lease (id ROBOTS_ID) is done (its host's first request stayed
+-- queued), or given up on: then the host's queued requests are dead-lettered
+-- (at most 1000 a lease; the next robots.txt lease of the host decides again).
 -- Redis CPU is the frontier's shared resource: the leases held, the hosts'
 -- delay floors and throttle levels are read with one command each per chunk
 -- of leases, and the lease removals, request deletions, failure resets and
@@ -27,16 +41,26 @@ local throttle_max = tonumber(ARGV[4])
 local park_after = tonumber(ARGV[5])
 local park_base = tonumber(ARGV[6])
 local park_max = tonumber(ARGV[7])
+local horizon = tonumber(ARGV[8])
+local grouped = ARGV[9] == '1'
 local leases = KEYS[1]
 local reqs = P .. 'req'
 local throttles = P .. 'hostthrottle'
 local failures_of = P .. 'hostfail'
 local PER = 1000  -- leases per chunk: each read below is one unpack
+local DEAD_BATCH = 1000  -- queued requests a robots.txt lease given up on dead-letters
 local acked, stale, requeued, dead, parked = 0, 0, 0, 0, 0
 local once = {}  -- members completed by this call: a repeat is stale
 local forget = batch('HDEL', reqs)
 local recovered = batch('HDEL', failures_of)
+local unparked = batch('SREM', P .. 'parked')
 local next_ready = batch('ZADD', P .. 'ready')
+
+local function park(host, at, completed, failures)
+  parked = parked + 1
+  redis.call('SADD', P .. 'parked', host)
+  return math.max(at, completed + math.min(park_max, park_base * 2 ^ (failures - park_after)))
+end
 
 local function complete(i, id, level, host, floor, throttled)
   local completed = tonumber(ARGV[i + 2])
@@ -44,8 +68,39 @@ local function complete(i, id, level, host, floor, throttled)
   local blob = ARGV[i + 5]
   local signal = tonumber(ARGV[i + 6])
   local at = tonumber(ARGV[i + 1])
-  if floor then
+  if at == 0 then
+    at = completed  -- never contacted: no politeness delay, no floor
+  elseif floor then
     at = math.max(at, completed + tonumber(floor))
+  end
+  local polite_at = at  -- the group's next allowed time (not this host's backoff)
+  if id == ROBOTS_ID then
+    -- A robots.txt lease is done, unless given up on (robots.txt unreachable
+    -- too often, an undecodable request): then the host's queued requests go
+    -- to the dead letters, DEAD_BATCH at most per lease.
+    if action == 2 then
+      local queue = P .. 'q:' .. host
+      local entries = redis.call('ZRANGE', queue, 0, DEAD_BATCH - 1, 'WITHSCORES')
+      local gone = batch('ZREM', queue)
+      local when = '\t' .. now .. '\t' .. ARGV[i + 7]
+      for j = 1, #entries, 2 do
+        local queued_id = entries[j]
+        push1(gone, queued_id)
+        redis.call('HSET', P .. 'dead', queued_id, redis.call('HGET', reqs, queued_id) or '')
+        redis.call('HSET', P .. 'deadinfo', queued_id,
+                   host .. '\t' .. math.floor(tonumber(entries[j + 1]) / SCALE) .. when)
+        push1(forget, queued_id)
+      end
+      flush(gone)
+      local n = #entries / 2
+      if n > 0 then
+        redis.call('DECRBY', P .. 'queued', n)
+        redis.call('HINCRBY', P .. 'hostq', host .. '|n', n)
+        redis.call('HINCRBY', P .. 'hostq', host .. '|e', n)
+      end
+      dead = dead + n
+    end
+    action = 0
   end
   if signal == 1 then
     local throttle = redis.call('HINCRBY', throttles, host, 1)
@@ -53,9 +108,14 @@ local function complete(i, id, level, host, floor, throttled)
   elseif signal == 2 then
     local failures = redis.call('HINCRBY', failures_of, host, 1)
     if failures >= park_after then
-      at = math.max(at, completed + math.min(park_max, park_base * 2 ^ (failures - park_after)))
-      parked = parked + 1
+      at = park(host, at, completed, failures)
     end
+  elseif signal == 4 then
+    local failures = math.max(redis.call('HINCRBY', failures_of, host, 1), park_after)
+    redis.call('HSET', failures_of, host, failures)
+    at = park(host, at, completed, failures)
+  elseif signal == 5 then
+    redis.call('HDEL', P .. 'robots', host)
   elseif signal == 0 then
     if throttled then
       if redis.call('HINCRBY', throttles, host, -1) <= 0 then
@@ -63,14 +123,15 @@ local function complete(i, id, level, host, floor, throttled)
       end
     end
     push1(recovered, host)
+    push1(unparked, host)
   end
+  at = math.max(at, tonumber(ARGV[i + 4]))
   if action == 1 then
     if blob ~= '' then
       redis.call('HSET', reqs, id, blob)
     end
     redis.call('ZADD', P .. 'q:' .. host, fmt(level * SCALE + tonumber(id)), id)
     redis.call('INCR', P .. 'queued')
-    at = math.max(at, tonumber(ARGV[i + 4]))
     requeued = requeued + 1
   elseif action == 2 then
     if blob == '' then
@@ -97,18 +158,29 @@ local function complete(i, id, level, host, floor, throttled)
       record[3] = math.floor(now / 1000)
       redis.call('HSET', metadata, field, cmsgpack.pack(record))
     end
-  else
+  elseif id ~= ROBOTS_ID then
     push1(forget, id)
   end
-  if redis.call('ZCARD', P .. 'q:' .. host) > 0 then
-    push2(next_ready, fmt(at), host)
-  else
+  local waiter = false
+  local group = host
+  if grouped then
+    group, waiter = free_group(P, host, polite_at)
+  end
+  if redis.call('ZCARD', P .. 'q:' .. host) == 0 then
     redis.call('SREM', P .. 'active', host)
+    push1(unparked, host)
     redis.call('ZADD', P .. 'cool', fmt(at), host)
+  elseif at - completed > horizon then
+    redis.call('ZADD', P .. 'sleep', fmt(at), host)
+  elseif waiter then
+    -- Its group's other hosts go first: this one queues behind them.
+    redis.call('ZADD', P .. 'gwait:' .. group, fmt(completed), host)
+  else
+    push2(next_ready, fmt(at), host)
   end
 end
 
-for start = 8, #ARGV, 9 * PER do
+for start = 10, #ARGV, 9 * PER do
   local last = math.min(#ARGV, start + 9 * PER - 1)
   -- Which of these leases are still held (ZMSCORE), then their hosts' floors and throttles.
   local members = {'ZMSCORE', leases}
@@ -147,5 +219,6 @@ for start = 8, #ARGV, 9 * PER do
 end
 flush(forget)
 flush(recovered)
+flush(unparked)
 flush(next_ready)
 return {acked, stale, requeued, dead, parked}

@@ -17,13 +17,50 @@ local function parse_member(member)
   return leaseno, tonumber(level), id, host
 end
 
+-- The request id of a robots.txt lease: the host's robots.txt, fetched before
+-- its pages (request ids start at 1). Its request stays queued meanwhile.
+local ROBOTS_ID = '0'
+
+-- Politeness groups (FRONTIER_POLITENESS_KEY "domain" or "ip"): the hosts of
+-- a group share one clock (P..'gnext': group -> next allowed ms) and one
+-- request in flight (P..'gbusy': group -> the host in flight). A ready host
+-- whose group is busy waits in P..'gwait:<group>' (a queue of hosts by the
+-- time they started waiting) until the group's request ends. P..'group'
+-- maps a host to its group (written at enqueue); a host without one is a
+-- group of its own.
+local function group_of(P, host)
+  return redis.call('HGET', P .. 'group', host) or host
+end
+
+-- The group's request ended: the group may be contacted again at `at`, and
+-- the host that waited longest for it is ready then (it goes first).
+-- Returns the group and whether a waiting host was made ready.
+local function free_group(P, host, at)
+  local group = group_of(P, host)
+  redis.call('HDEL', P .. 'gbusy', group)
+  local known = redis.call('HGET', P .. 'gnext', group)
+  if not known or tonumber(known) < at then
+    redis.call('HSET', P .. 'gnext', group, fmt(at))
+  end
+  local waiting = redis.call('ZPOPMIN', P .. 'gwait:' .. group)
+  if #waiting > 0 then
+    redis.call('ZADD', P .. 'ready', fmt(at), waiting[1])
+  end
+  return group, #waiting > 0
+end
+
 -- Put a leased request back at the head of its level in its host's back queue
 -- and make the host ready at `at` (the host kept its back queue while in flight).
-local function requeue(P, host, level, id, at)
-  redis.call('ZADD', P .. 'q:' .. host, fmt(level * SCALE + tonumber(id)), id)
+local function requeue(P, host, level, id, at, grouped)
+  if id ~= ROBOTS_ID then
+    redis.call('ZADD', P .. 'q:' .. host, fmt(level * SCALE + tonumber(id)), id)
+    redis.call('INCR', P .. 'queued')
+  end
   redis.call('SADD', P .. 'active', host)
   redis.call('ZADD', P .. 'ready', 'NX', at, host)
-  redis.call('INCR', P .. 'queued')
+  if grouped then
+    free_group(P, host, tonumber(at))
+  end
 end
 
 -- The in-link sketch (P .. 'inlinks'): a counting Bloom filter of saturating

@@ -3,10 +3,14 @@
 -- ARGV[1]: shard prefix P; ARGV[2]: number of Bloom hashes k;
 -- ARGV[3]: host page budget (0: none); ARGV[4]: domain page budget (0: none)
 -- ARGV[5]: c, the in-link sketch cells per URL (0: no in-link counting)
--- then 7 + k + c values per request: 64-bit fingerprint (decimal),
+-- ARGV[6]: politeness groups (see common.lua): 0 none (a host is its own),
+--   1 by registered domain, 2 given per request (its IP address)
+-- then 7 + g + k + c values per request: 64-bit fingerprint (decimal),
 --   exact-store set index, host, registered domain, level, flags, encoded
---   request, the k Bloom bit offsets (decimal), the c sketch cells ('#<n>',
---   see common.lua).
+--   request, [its group, when ARGV[6] is 2: g = 1], the k Bloom bit offsets
+--   (decimal), the c sketch cells ('#<n>', see common.lua).
+-- A host's group is recorded when a new URL of it arrives while it owns no
+-- back queue (so a host's group can change between its visits, not during one).
 --   flags bit 1: dont_filter (enqueue even if seen);
 --   flags bit 2: exact only (skip the Bloom filter: its answer is never needed
 --   for correctness, only for speed)
@@ -33,7 +37,9 @@ local k = tonumber(ARGV[2])
 local host_budget = tonumber(ARGV[3])
 local domain_budget = tonumber(ARGV[4])
 local c = tonumber(ARGV[5])
-local stride = 7 + k + c
+local grouping = tonumber(ARGV[6])
+local g = grouping == 2 and 1 or 0
+local stride = 7 + g + k + c
 local bloom = KEYS[1]
 local active = P .. 'active'
 local host_pages = P .. 'budget:host'
@@ -42,6 +48,8 @@ local seq = P .. 'seq'
 local set_bits = batch('BITFIELD', bloom)
 local count_inlinks = batch('BITFIELD', P .. 'inlinks', 'OVERFLOW', 'SAT')
 local requests = batch('HSET', P .. 'req')
+local groups = batch('HSET', P .. 'group')
+local grouped_now = {}
 local back_queues, front_queues = {}, {}
 -- Per call: pages stored per host / domain (read once), pages added per
 -- host / domain (written at the end), hosts known to own a back queue, URLs
@@ -58,10 +66,10 @@ local function counted(stored, added_now, key, name)
 end
 local base_id = tonumber(redis.call('GET', seq) or '0')
 local added, duplicates, over_host, over_domain, false_positives = 0, 0, 0, 0, 0
-for i = 6, #ARGV, stride do
+for i = 7, #ARGV, stride do
   local fp, set, host, domain = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local level, flags = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
-  local offsets = i + 6  -- ARGV[offsets + j] for j = 1 .. k
+  local offsets = i + 6 + g  -- ARGV[offsets + j] for j = 1 .. k
   if c > 0 then
     local cells = offsets + k
     for j = 1, c do
@@ -117,6 +125,10 @@ for i = 6, #ARGV, stride do
       owned = redis.call('SISMEMBER', active, host) == 1
       is_active[host] = owned
     end
+    if not owned and grouping > 0 and not grouped_now[host] then
+      grouped_now[host] = true
+      push2(groups, host, grouping == 2 and ARGV[i + 7] or domain)
+    end
     if owned then
       push2(requests, id, ARGV[i + 6])
       local queue = back_queues[host]
@@ -147,6 +159,7 @@ end
 flush(count_inlinks)
 flush(set_bits)
 flush(requests)
+flush(groups)
 for _, queue in pairs(back_queues) do
   flush(queue)
 end

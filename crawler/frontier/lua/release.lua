@@ -1,17 +1,19 @@
 -- Give back leases that were claimed but never fetched (a worker closing):
 -- the URL returns to the head of its host's queue and the host is ready now.
 -- KEYS[1]: the shard's lease set
--- ARGV[1]: P; ARGV[2]: now_ms; then one lease member per value.
+-- ARGV[1]: P; ARGV[2]: now_ms; ARGV[3]: grouped (1: politeness groups, see common.lua);
+-- then one lease member per value.
 -- Returns the number of leases released.
 local P = ARGV[1]
 local now = ARGV[2]
+local grouped = ARGV[3] == '1'
 local leases = KEYS[1]
 local released = 0
-for i = 3, #ARGV do
+for i = 4, #ARGV do
   if redis.call('ZREM', leases, ARGV[i]) == 1 then
     local leaseno, level, id, host = parse_member(ARGV[i])
     if leaseno then
-      requeue(P, host, level, id, now)
+      requeue(P, host, level, id, now, grouped)
       released = released + 1
     end
   end
