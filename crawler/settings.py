@@ -60,6 +60,10 @@ CONCURRENT_ITEMS = 1
 # a broad crawl cannot wait 3 minutes for one server.
 DOWNLOAD_TIMEOUT = 30
 FETCH_CONNECT_TIMEOUT = 10
+# A server that accepts the connection and sends nothing for this long is
+# taken for dead (its host is parked at once): waiting the whole
+# DOWNLOAD_TIMEOUT on it would hold a download slot for nothing.
+FETCH_FIRST_BYTE_TIMEOUT = 10
 # The crawler's lean HTTP/1.1 client ("aiohttp": Scrapy's aiohttp handler);
 # idle keep-alive connections: 0 = 4 x CONCURRENT_REQUESTS, closed after 15 s.
 FETCH_HTTP_CLIENT = "lean"

@@ -15,12 +15,19 @@ from typing import Any
 
 import pytest
 from scrapy import Request, signals
-from scrapy.exceptions import DownloadCancelledError, DownloadFailedError, ResponseDataLossError, StopDownload
+from scrapy.exceptions import (
+    DownloadCancelledError,
+    DownloadConnectionRefusedError,
+    DownloadFailedError,
+    ResponseDataLossError,
+    StopDownload,
+)
 from scrapy.utils.test import get_crawler
 
 from crawler.downloader import http11
-from crawler.downloader.handler import CrawlerDownloadHandler, FetchClient
+from crawler.downloader.handler import CrawlerDownloadHandler, FetchClient, ServerSilentError
 from crawler.exceptions import ConfigurationError
+from tests.support.mockweb import free_port
 
 #: One answer: the bytes to send (in pieces, to split heads and chunks across
 #: reads), then whether to close the connection.
@@ -459,3 +466,21 @@ def test_an_ipv6_literal_host_is_bracketed_in_the_host_header() -> None:
 
     asyncio.run(asyncio.wait_for(main(), 10))
     assert b"\r\nHost: [::1]:" in state.requests[0]
+
+
+def test_a_server_that_accepts_and_never_answers_is_silent_after_the_first_byte_timeout() -> None:
+    async def test(server: ScriptedServer) -> None:
+        handler = handler_for(FetchClient.LEAN, FETCH_FIRST_BYTE_TIMEOUT=0.2, DOWNLOAD_TIMEOUT=60)
+        try:
+            # The first-byte timeout, not DOWNLOAD_TIMEOUT (the test would not end within its 10 s).
+            with pytest.raises(ServerSilentError, match="no answer within 0.2 s"):
+                await handler.download_request(Request(f"http://127.0.0.1:{server.port}/silent"))
+            assert handler._stats.get_value("fetch/server_silent") == 1
+            # A port nobody listens on is a refused connection, not a silent server.
+            with pytest.raises(DownloadConnectionRefusedError):
+                await handler.download_request(Request(f"http://127.0.0.1:{free_port()}/"))
+        finally:
+            await handler.close()
+
+    # Nothing written for the request, and the connection kept open (the server waits for another).
+    asyncio.run(serve([([], False), ([ok(b"never asked")], True)], test))

@@ -3,9 +3,12 @@
 Scrapy's asyncio download handler (aiohttp), with three changes a broad
 crawler needs:
 
-* a **connect timeout** (``FETCH_CONNECT_TIMEOUT``) besides the total one
-  (``DOWNLOAD_TIMEOUT``, which covers the whole exchange, body included, so a
-  server dripping one byte a second is cut at the total timeout);
+* a **connect timeout** (``FETCH_CONNECT_TIMEOUT``) and a **first-byte
+  timeout** (``FETCH_FIRST_BYTE_TIMEOUT``: the answer's head, from the moment
+  the request is sent; a server that stays silent that long raises
+  :class:`ServerSilentError`, which parks its host at once) besides the total
+  one (``DOWNLOAD_TIMEOUT``, which covers the whole exchange, body included,
+  so a server dripping one byte a second is cut at the total timeout);
 * a **bounded DNS cache with a TTL** and negative caching
   (:mod:`crawler.downloader.dns`; Scrapy's own cache has no TTL and does not
   apply to this handler);
@@ -125,6 +128,7 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
         assert crawler.stats is not None
         self._stats = crawler.stats
         self._connect_timeout = get_float(settings, "FETCH_CONNECT_TIMEOUT", 10.0, minimum=0.1)
+        self._first_byte_timeout = get_float(settings, "FETCH_FIRST_BYTE_TIMEOUT", 10.0, minimum=0.1)
         self._policy = AddressPolicy.from_settings(settings)
         #: host -> refused, for IP-literal checks (at most 10,000 hosts, then cleared).
         self._literal_verdicts: dict[str, bool] = {}
@@ -217,7 +221,8 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
         connected: list[bool] = []
         try:
             async with asyncio.timeout(timeout):
-                connection, head = await self._exchange(request, key, payload, maxsize, hook, connected)
+                connection, head = await self._exchange(
+                    request, key, payload, maxsize, hook, connected, min(self._first_byte_timeout, timeout))
                 meta["download_latency"] = time.monotonic() - start
                 response = await self._receive(request, connection, head, maxsize, hook)
         except TimeoutError as exc:
@@ -239,9 +244,9 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
 
     async def _exchange(
         self, request: Request, key: http11.Key, payload: bytes, maxsize: int, hook: _BytesReceived | None,
-        connected: list[bool],
+        connected: list[bool], first_byte: float,
     ) -> tuple[http11.HttpConnection, http11.ResponseHead]:
-        """Send the request on a kept connection or a new one; the response head.
+        """Send the request on a kept connection or a new one; the response head, within ``first_byte`` seconds.
 
         ``connected`` gets an entry once a connection is up (then a timeout is the server's silence).
         """
@@ -253,7 +258,12 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
                 connection = await self._connect(key, request)
             connected.append(True)
             try:
-                head = await connection.start(payload, head_only=head_only, limit=maxsize, on_chunk=hook)
+                try:
+                    async with asyncio.timeout(first_byte):
+                        head = await connection.start(payload, head_only=head_only, limit=maxsize, on_chunk=hook)
+                except TimeoutError as exc:
+                    self._stats.inc_value("fetch/server_silent")
+                    raise ServerSilentError(f"{request.url}: connected, and no answer within {first_byte} s") from exc
             except http11.ConnectionClosed as exc:
                 connection.abort()
                 if reused and not exc.started and request.method in _IDEMPOTENT:
