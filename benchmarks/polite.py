@@ -255,7 +255,7 @@ POLITE: list[str] = []
 DELAY_ZERO = ["-s", "FRONTIER_MIN_DELAY=0", "-s", "FRONTIER_DELAY_FACTOR=0"]
 
 
-def three_crawls(hosts: int, seconds: int, services: Services, workdir: Path) -> list[CrawlRun]:
+def three_crawls(hosts: int, seconds: int, services: Services, workdir: Path, extra: list[str]) -> list[CrawlRun]:
     spec = web_spec(hosts, workdir)
     print(f"web: {hosts} hosts of 10 pages, 5-20 ms latency; dead twins: {hosts // 2} "
           f"(half silent, half refusing); {seconds} s per crawl", flush=True)
@@ -264,9 +264,9 @@ def three_crawls(hosts: int, seconds: int, services: Services, workdir: Path) ->
     try:
         alive = web.seeds(workdir / f"seeds-{hosts}.txt", dead=False)
         dead = web.seeds(workdir / f"seeds-{hosts}-dead.txt", dead=True)
-        for label, seeds, extra in (("delay 0 (reference)", alive, DELAY_ZERO), ("polite (defaults)", alive, POLITE),
-                                    ("polite, half dead", dead, POLITE)):
-            run = crawl(label, web, services, seeds, seconds, extra)
+        for label, seeds, settings in (("delay 0 (reference)", alive, DELAY_ZERO), ("polite (defaults)", alive, POLITE),
+                                       ("polite, half dead", dead, POLITE)):
+            run = crawl(label, web, services, seeds, seconds, [*settings, *extra])
             runs.append(run)
             print_runs([run])
             print(f"  final progress: {run.final_progress}", flush=True)
@@ -373,6 +373,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=int, default=90, help="crawl time of each run")
     parser.add_argument("--hosts", type=int, default=5000)
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting for every run (exploration: the headline figures are the defaults')")
     parser.add_argument("--scale", action="store_true",
                         help="the polite crawl with dead hosts at 10,000 and 100,000 hosts, and the frontier alone")
     args = parser.parse_args()
@@ -403,14 +405,16 @@ def main() -> None:
             print()
             scale_frontier()
             return
-        runs = three_crawls(args.hosts, args.seconds, services, workdir)
+        extra = [part for setting in args.set for part in ("-s", setting)]
+        runs = three_crawls(args.hosts, args.seconds, services, workdir, extra)
     finally:
         services.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     reference, polite, dead = runs
     print()
     print(f"Crawl time per run: {args.seconds} s; {args.hosts} hosts; machine: {os.cpu_count()} CPUs; "
-          f"the shipped settings (CONCURRENT_REQUESTS and all) but the delays of the reference")
+          f"the shipped settings (CONCURRENT_REQUESTS and all) but the delays of the reference"
+          + (f"; with {' '.join(args.set)}" if args.set else ""))
     print_runs(runs)
     print()
     print(f"polite / delay 0 = {polite.requests_per_second / reference.pages_per_second:.2f} "

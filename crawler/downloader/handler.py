@@ -36,6 +36,7 @@ import asyncio
 import ipaddress
 import logging
 import re
+import resource
 import socket
 import time
 from contextlib import asynccontextmanager
@@ -80,6 +81,29 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 #: Characters a request target may carry as they are (RFC 3986 plus ``%``).
 _UNSAFE_TARGET = re.compile(r"[^A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]")
 _IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+
+
+#: File descriptors beyond the connections: Redis, log and WARC files, DNS, the embedded server...
+_SPARE_DESCRIPTORS = 256
+
+
+def ensure_file_descriptors(needed: int) -> None:
+    """Raise this process's soft limit of open files to ``needed`` (at most the hard limit).
+
+    A broad crawl keeps ``CONCURRENT_REQUESTS`` connections in use and up to
+    ``FETCH_MAX_IDLE_CONNECTIONS`` kept alive; a soft limit of 1,024 (a common
+    default) would fail connections with "Too many open files".
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    if target > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    if target < needed:
+        logger.warning(
+            "Open files are limited to %d (hard limit) and CONCURRENT_REQUESTS with FETCH_MAX_IDLE_CONNECTIONS "
+            "need about %d: lower them, or raise the limit (ulimit -n)", target, needed)
 
 
 class ServerSilentError(DownloadTimeoutError):
@@ -138,6 +162,7 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
             max_idle=get_int(settings, "FETCH_MAX_IDLE_CONNECTIONS", 0, minimum=0) or 4 * self._pool_size_total,
             idle_timeout=get_float(settings, "FETCH_KEEPALIVE_TIMEOUT", 15.0, minimum=0.0),
         )
+        ensure_file_descriptors(self._pool_size_total + self._pool.max_idle + _SPARE_DESCRIPTORS)
         resolver = resolver_from_settings(settings, crawler.stats)
         self._resolver = resolver
         # The same session Scrapy builds, with the caching, guarding resolver.

@@ -89,9 +89,10 @@ async def top_hosts(client: AnyRedis, router: ShardRouter, count: int) -> list[H
         pipe.zcard(keys.back(host))
         pipe.zscore(keys.ready, host)
         pipe.zscore(keys.cooldown, host)
+        pipe.zscore(keys.sleeping, host)
         pipe.hget(keys.host_delay, host)
-        queued, ready_at, cool_at, delay_ms = await pipe.execute()
-        at = ready_at if ready_at is not None else cool_at
+        queued, ready_at, cool_at, wake_at, delay_ms = await pipe.execute()
+        at = next((t for t in (ready_at, wake_at, cool_at) if t is not None), None)
         rows.append(HostRow(
             host, pages, errors, near, int(queued or 0),
             float(at) / 1000 if at is not None else None,
