@@ -50,10 +50,10 @@ FRONTIER_IDLE_POLL = 1.0
 # queue for the CPU. Slots are cheap (asyncio, a socket each); with 32, a web
 # where a sixth of the hosts are silent fills them all (benchmarks/polite.py).
 # The frontier opens as many hosts as these slots need.
-CONCURRENT_REQUESTS = 256
+CONCURRENT_REQUESTS = 512
 # Scrapy's per-domain slots must never hold a request back: the frontier
 # already guarantees one request per host across all workers.
-CONCURRENT_REQUESTS_PER_DOMAIN = 256
+CONCURRENT_REQUESTS_PER_DOMAIN = 512
 DOWNLOAD_DELAY = 0
 DOWNLOAD_DELAY_JITTER = 0
 AUTOTHROTTLE_ENABLED = False
