@@ -23,9 +23,12 @@ from crawler.robots.policy import (
     RobotsRules,
     RobotsState,
     origin_of,
+    prepare_robots,
+    product_token,
     record_for_failure,
     record_for_response,
     record_for_too_many_redirects,
+    robots_token,
 )
 
 CONFIG = RobotsConfig.from_settings(Settings({"ROBOTS_RETRY_DELAY": 60, "ROBOTS_RETRY_MAX_DELAY": 300}))
@@ -39,7 +42,7 @@ NOW = 1_000_000.0
     ("status", "state"),
     [(200, RobotsState.RULES), (204, RobotsState.RULES), (301, RobotsState.ALLOW_ALL), (400, RobotsState.ALLOW_ALL),
      (401, RobotsState.ALLOW_ALL), (403, RobotsState.ALLOW_ALL), (404, RobotsState.ALLOW_ALL),
-     (429, RobotsState.ALLOW_ALL), (500, RobotsState.UNREACHABLE), (503, RobotsState.UNREACHABLE)],
+     (429, RobotsState.UNREACHABLE), (500, RobotsState.UNREACHABLE), (503, RobotsState.UNREACHABLE)],
 )
 def test_status_semantics(status: int, state: RobotsState) -> None:
     assert record_for_response(CONFIG, status, b"", NOW, None).state is state
@@ -54,6 +57,16 @@ def test_unreachable_robots_backs_off_and_counts_failures() -> None:
     assert (fourth.failures, fourth.expires_at - NOW) == (4, 300)  # capped
     recovered = record_for_response(CONFIG, 200, b"User-agent: *\nDisallow:", NOW, fourth)
     assert (recovered.state, recovered.failures, recovered.expires_at - NOW) == (RobotsState.RULES, 0, 86400)
+
+
+def test_429_is_too_fast_like_5xx_and_its_retry_after_is_honoured() -> None:
+    plain = record_for_response(CONFIG, 429, b"", NOW, None)
+    assert (plain.state, plain.failures, plain.expires_at - NOW) == (RobotsState.UNREACHABLE, 1, 60)
+    later = record_for_response(CONFIG, 429, b"", NOW, None, retry_after=200)
+    assert later.expires_at - NOW == 200  # Retry-After beyond the backoff
+    capped = record_for_response(CONFIG, 429, b"", NOW, plain, retry_after=10_000)
+    assert (capped.failures, capped.expires_at - NOW) == (2, 300)  # ROBOTS_RETRY_MAX_DELAY
+    assert record_for_response(CONFIG, 429, b"", NOW, None, retry_after=5).expires_at - NOW == 60
 
 
 def test_too_many_redirects_is_unavailable() -> None:
@@ -129,6 +142,71 @@ def test_crawl_delay_is_capped_and_sitemaps_listed() -> None:
     assert rules().crawl_delay(2) == (2, True)
     assert rules(token="otherbot").crawl_delay(60) == (None, False)
     assert rules().sitemaps(10) == ["https://x.test/sitemap.xml"]
+
+
+# -- robots.txt as the real web writes it -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("settings", "token"),
+    [
+        ({"USER_AGENT": "mybot/1.0 (+https://example.org/bot)", "BOT_NAME": "crawler"}, "mybot"),
+        ({"USER_AGENT": "my_bot-2/1.0", "BOT_NAME": "crawler"}, "my_bot-"),
+        ({"USER_AGENT": "mybot/1.0", "ROBOTS_USER_AGENT_TOKEN": "ourbot"}, "ourbot"),
+        ({"USER_AGENT": "mybot/1.0", "ROBOTS_USER_AGENT_TOKEN": "ourbot", "ROBOTSTXT_USER_AGENT": "Scrapybot/2"},
+         "Scrapybot"),
+        ({"USER_AGENT": "", "BOT_NAME": "crawler"}, "crawler"),
+    ],
+)
+def test_the_token_is_scrapys_setting_ours_or_the_user_agent_we_send(settings: dict[str, str], token: str) -> None:
+    assert robots_token(Settings(settings)) == token
+    assert RobotsConfig.from_settings(Settings(settings)).user_agent_token == token
+
+
+def test_product_tokens() -> None:
+    assert product_token("MyBot 2.1 (+http://x)") == "MyBot"
+    assert product_token("  mybot/1.0") == "mybot"
+    assert product_token("/1.0") == ""
+
+
+MYBOT_DISALLOWED = "User-agent: mybot\nDisallow: /\n\nUser-agent: *\nDisallow: /private/\n"
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["User-agent: mybot", "User-agent: mybot/1.0", "User-agent: MyBot 2.1 (+http://mybot.example/)",
+     "User-agent: MYBOT extra words", "user-agent:mybot", "User agent: MyBot/3", "User-agent mybot/1.0"],
+)
+def test_user_agent_lines_match_by_their_product_token(line: str) -> None:
+    body = MYBOT_DISALLOWED.replace("User-agent: mybot", line, 1).encode()
+    ours = rules(body, token="mybot")
+    assert not ours.allowed("http://x.test/page"), prepare_robots(body)
+    other = rules(body, token="otherbot")
+    assert other.allowed("http://x.test/page") and not other.allowed("http://x.test/private/x")
+
+
+@pytest.mark.parametrize("bom", [b"\xef\xbb\xbf", b"\xef\xbb", b"\xef", "\ufeff".encode("utf-8")])
+def test_a_byte_order_mark_hides_no_group(bom: bytes) -> None:
+    body = bom + b"User-agent: *\nDisallow: /private/\n"
+    assert not rules(body, token="mybot").allowed("http://x.test/private/a")
+    assert rules(body, token="mybot").allowed("http://x.test/public")
+
+
+def test_an_unknown_line_inside_a_run_of_user_agent_lines_does_not_split_the_group() -> None:
+    body = b"User-agent: mybot\nSome-Unknown-Key: x\nUser-agent: *\nDisallow: /\n"
+    assert not rules(body, token="mybot").allowed("http://x.test/a")
+    assert not rules(body, token="otherbot").allowed("http://x.test/a")
+    # Known records still end a group: a rule between two agents splits them as before.
+    body = b"User-agent: mybot\nAllow: /\nUser-agent: *\nDisallow: /\n"
+    assert rules(body, token="mybot").allowed("http://x.test/a")
+    assert not rules(body, token="otherbot").allowed("http://x.test/a")
+
+
+def test_the_pre_pass_keeps_what_protego_reads() -> None:
+    body = (b"\xef\xbb\xbfUser-agent: MyBot/1.0 (+http://x)\nX-Robots: 1\nUser-agent: *\n"
+            b"Disallow: /private/ # why\nnot a directive\nSitemap https://x.test/s.xml\nCrawl-delay: 2\n")
+    assert prepare_robots(body) == ("user-agent: MyBot\nuser-agent: *\ndisallow: /private/\n"
+                                    "sitemap: https://x.test/s.xml\ncrawl-delay: 2")
 
 
 def test_broken_robots_txt_is_parsed_leniently() -> None:

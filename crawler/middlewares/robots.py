@@ -40,6 +40,7 @@ the body are kept (the download stops there).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -51,10 +52,13 @@ from scrapy.http.request import NO_CALLBACK
 
 from crawler.bounded import BoundedSet
 from crawler.downloader.handler import ServerSilentError
+from crawler.frontier.config import FrontierConfig
 from crawler.frontier.outcome import HostSignal, Rescheduled, complete, dead_letter, handout_of, reschedule
+from crawler.frontier.policy import PolitenessPolicy
 from crawler.frontier.shards import ShardRouter
 from crawler.meta import ROBOTS_META
 from crawler.netguard import BlockedAddressError
+from crawler.politeness.backoff import parse_retry_after
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
 from crawler.robots.policy import (
     MAX_REDIRECTS,
@@ -64,6 +68,7 @@ from crawler.robots.policy import (
     RobotsRules,
     RobotsState,
     origin_of,
+    product_token,
     record_for_failure,
     record_for_response,
     record_for_too_many_redirects,
@@ -101,9 +106,14 @@ def _host(origin: str) -> str:
 
 
 class RobotsTxtMiddleware:
-    def __init__(self, crawler: Crawler, config: RobotsConfig, provider: RedisProvider, stats: StatsCollector) -> None:
+    def __init__(
+        self, crawler: Crawler, config: RobotsConfig, provider: RedisProvider, stats: StatsCollector,
+        politeness: PolitenessPolicy,
+    ) -> None:
         self.crawler = crawler
         self.config = config
+        #: Paces the hops of a robots.txt redirect chain like any requests to a host.
+        self.politeness = politeness
         self.provider = provider
         self.stats = stats
         self.router = ShardRouter.from_settings(crawler.settings, crawl_id_for(crawler))
@@ -122,8 +132,16 @@ class RobotsTxtMiddleware:
         config = RobotsConfig.from_settings(crawler.settings)
         if not config.enabled:
             raise NotConfigured
+        sent = product_token(str(crawler.settings.get("USER_AGENT") or ""))
+        if sent and sent.lower() != config.user_agent_token.lower():
+            logger.warning(
+                "robots.txt groups are looked up for %r (ROBOTSTXT_USER_AGENT / ROBOTS_USER_AGENT_TOKEN), but the "
+                "User-Agent header we send names %r: sites that write rules for %r are not obeyed by them",
+                config.user_agent_token, sent, sent)
         assert crawler.stats is not None
-        return cls(crawler, config, RedisProvider.for_crawler(crawler), crawler.stats)
+        frontier = FrontierConfig.from_settings(crawler.settings, crawl_id_for(crawler))
+        politeness = PolitenessPolicy(frontier.min_delay, frontier.delay_factor, frontier.max_delay)
+        return cls(crawler, config, RedisProvider.for_crawler(crawler), crawler.stats, politeness)
 
     async def _spider_opened(self) -> None:
         self.store = RobotsStore(await self.provider.client(), self.router, self.config)
@@ -227,8 +245,10 @@ class RobotsTxtMiddleware:
             return response  # a nested fetch: _fetch judges it
         origin = origin_of(request.url)
         previous = await self._shared(origin)
-        record = await self._judge(origin, response, previous, hop=0)
-        await self._close_lease(request, origin, record, HostSignal.OK)
+        record = await self._judge(origin, response, previous, 0, request.meta.get("download_latency") or 0.0)
+        # "Too many requests" for robots.txt itself: the host backs off like any throttled host.
+        signal = HostSignal.THROTTLED if record.status == 429 else HostSignal.OK
+        await self._close_lease(request, origin, record, signal)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def process_exception(self, request: Request, exception: Exception) -> None:
@@ -280,8 +300,12 @@ class RobotsTxtMiddleware:
         logger.info("robots.txt of %s unreachable: %s: %s", origin, name, exception)
         return record_for_failure(self.config, name, time.time(), previous)
 
-    async def _judge(self, origin: str, response: Response, previous: RobotsRecord | None, hop: int) -> RobotsRecord:
-        """The decision for an answer to robots.txt, following its redirects (nested) up to 5 hops."""
+    async def _judge(
+        self, origin: str, response: Response, previous: RobotsRecord | None, hop: int, latency: float
+    ) -> RobotsRecord:
+        """The decision for an answer to robots.txt, following its redirects (nested) up to 5 hops,
+        each after the politeness delay that the previous one's fetch time gives (the host is in
+        flight meanwhile: nothing else is asked of it)."""
         url = response.url
         while True:
             status = response.status
@@ -291,6 +315,7 @@ class RobotsTxtMiddleware:
                 self.stats.inc_value("robots/redirects")
                 url = urljoin(url, location.decode("latin-1").strip())
                 hop += 1
+                await asyncio.sleep(self.politeness.delay(latency))
                 fetch = Request(url, meta={ROBOTS_META: True, "handle_httpstatus_all": True}, dont_filter=True)
                 self.stats.inc_value("robots/fetched")
                 try:
@@ -302,11 +327,17 @@ class RobotsTxtMiddleware:
                     return record_for_failure(self.config, type(exc).__name__, time.time(), previous)
                 except Exception as exc:
                     return self._failed(origin, exc, previous)
+                latency = fetch.meta.get("download_latency") or 0.0
                 continue
             if 300 <= status < 400 and location:
                 self.stats.inc_value("robots/too_many_redirects")
                 return record_for_too_many_redirects(self.config, time.time(), status)
-            record = record_for_response(self.config, status, response.body, time.time(), previous)
+            now = time.time()
+            retry_after = None
+            if status == 429:
+                self.stats.inc_value("robots/throttled")
+                retry_after = parse_retry_after(response.headers.get(b"Retry-After"), now)
+            record = record_for_response(self.config, status, response.body, now, previous, retry_after)
             if record.truncated:
                 self.stats.inc_value("robots/truncated")
             if record.state is RobotsState.UNREACHABLE:
@@ -381,4 +412,4 @@ class RobotsTxtMiddleware:
             return record_for_failure(self.config, type(exc).__name__, time.time(), previous)
         except Exception as exc:
             return self._failed(origin, exc, previous)
-        return await self._judge(origin, response, previous, hop=0)
+        return await self._judge(origin, response, previous, 0, fetch.meta.get("download_latency") or 0.0)

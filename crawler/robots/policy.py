@@ -8,6 +8,8 @@ fetch result                  decision
 ============================  ======================================================
 2xx                           parse the first ``ROBOTS_MAX_BYTES`` (500 KiB)
 3xx                           follow up to 5 redirects (any host); more: as 4xx
+429                           *too fast*: like 5xx (below), the retry not before
+                              ``Retry-After`` (capped at ``ROBOTS_RETRY_MAX_DELAY``)
 4xx, including 401 and 403    *unavailable*: allow everything. 401/403 are treated
                               like any 4xx, as RFC 9309 and Google do: a server that
                               protects its robots.txt has not published rules
@@ -19,14 +21,27 @@ fetch result                  decision
                               URLs go to the dead-letter queue
 ============================  ======================================================
 
-Rules are matched by protego for the group of ``ROBOTS_USER_AGENT_TOKEN`` (or
-``*``): longest match wins, ``Allow`` wins ties, ``*`` and ``$`` patterns.
+Rules are matched by protego for the group of our product token (or ``*``):
+longest match wins, ``Allow`` wins ties, ``*`` and ``$`` patterns.
 ``/robots.txt`` itself is always allowed. ``Crawl-delay`` (not in RFC 9309, but
 honoured) becomes the host's minimum delay, capped at ``ROBOTS_MAX_CRAWL_DELAY``.
+
+**Our product token** (:func:`robots_token`): ``ROBOTSTXT_USER_AGENT``
+(Scrapy's setting), else ``ROBOTS_USER_AGENT_TOKEN``, else the product token
+of ``USER_AGENT`` (the header we send), else ``BOT_NAME``.
+
+**The file as the real web writes it** (:func:`prepare_robots`, a pre-pass
+before protego): a byte-order mark, whole or cut, is dropped (it would hide the
+first line); a ``User-agent`` value counts by its product token, its leading
+run of letters, ``-`` and ``_`` (``mybot/1.0``, ``MyBot 2.1 (+http://...)``
+and ``MYBOT extra words`` are all for ``mybot``); lines that are not
+directives protego knows are dropped, so an unknown record inside a run of
+``User-agent`` lines does not split the group (RFC 9309 2.2.4).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from typing import Any
@@ -39,6 +54,69 @@ from scrapy.settings import BaseSettings
 from crawler.settings_parsing import get_bool, get_float, get_int
 
 RECORD_VERSION = 1
+#: A product token (RFC 9309 2.2.1): letters, "-" and "_", at the start of a value.
+_PRODUCT_TOKEN = re.compile(r"[A-Za-z_-]+")
+#: Directives protego understands (its spellings and misspellings), lowercase.
+_USER_AGENT_KEYS = frozenset({"user-agent", "useragent", "user agent"})
+_KNOWN_KEYS = _USER_AGENT_KEYS | frozenset({
+    "allow", "disallow", "dissallow", "dissalow", "disalow", "diasllow", "disallaw",
+    "sitemap", "sitemaps", "site-map", "crawl-delay", "crawl delay", "request-rate", "request rate",
+    "visit-time", "visit time", "host",
+})
+#: A UTF-8 byte-order mark, and the cut pieces of one a server may send.
+_BOMS = (b"\xef\xbb\xbf", b"\xef\xbb", b"\xef")
+
+
+def product_token(value: str) -> str:
+    """The product token at the start of ``value`` (``"mybot/1.0 (+url)"`` -> ``"mybot"``), or ``""``."""
+    match = _PRODUCT_TOKEN.match(value.strip())
+    return match.group(0) if match else ""
+
+
+def robots_token(settings: BaseSettings) -> str:
+    """The token our robots.txt group is looked up by: ``ROBOTSTXT_USER_AGENT``, ``ROBOTS_USER_AGENT_TOKEN``,
+    the product token of ``USER_AGENT``, ``BOT_NAME``, in that order."""
+    for name in ("ROBOTSTXT_USER_AGENT", "ROBOTS_USER_AGENT_TOKEN"):
+        value = settings.get(name)
+        if value:
+            return product_token(str(value)) or str(value).strip()
+    return product_token(str(settings.get("USER_AGENT") or "")) or str(settings.get("BOT_NAME") or "crawler")
+
+
+def prepare_robots(body: bytes) -> str:
+    """robots.txt as protego should read it (see the module's docstring): no byte-order mark,
+    ``User-agent`` values cut to their product token, unknown lines dropped."""
+    for bom in _BOMS:
+        if body.startswith(bom):
+            body = body[len(bom):]
+            break
+    text = body.decode("utf-8", "replace").lstrip("\ufeff")
+    out = []
+    for line in text.splitlines():
+        directive = _directive(line.split("#", 1)[0])
+        if directive is None:
+            continue
+        key, value = directive
+        if key in _USER_AGENT_KEYS:
+            key = "user-agent"
+            if value != "*":
+                value = product_token(value) or value
+        out.append(f"{key}: {value}")
+    return "\n".join(out)
+
+
+def _directive(line: str) -> tuple[str, str] | None:
+    """A known directive's key (lowercase) and value, read as protego reads them: ``key: value``, or
+    ``key value`` without the colon; None for anything else."""
+    key, colon, value = line.partition(":")
+    if colon and key.strip().lower() in _KNOWN_KEYS:
+        return key.strip().lower(), value.strip()
+    words = line.split()
+    for count in (1, 2):
+        candidate = " ".join(words[:count]).lower()
+        if candidate in _KNOWN_KEYS:
+            return candidate, " ".join(words[count:])
+    return None
 ROBOTS_PATH = "/robots.txt"
 MAX_REDIRECTS = 5
 
@@ -67,7 +145,7 @@ class RobotsConfig:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> RobotsConfig:
-        token = str(settings.get("ROBOTS_USER_AGENT_TOKEN") or settings.get("BOT_NAME") or "crawler")
+        token = robots_token(settings)
         return cls(
             enabled=get_bool(settings, "ROBOTS_ENABLED", True),
             user_agent_token=token,
@@ -124,9 +202,17 @@ class RobotsRecord:
 
 
 def record_for_response(
-    config: RobotsConfig, status: int, body: bytes, now: float, previous: RobotsRecord | None
+    config: RobotsConfig, status: int, body: bytes, now: float, previous: RobotsRecord | None,
+    retry_after: float | None = None,
 ) -> RobotsRecord:
-    """The decision for a final (non-redirect) HTTP answer to robots.txt."""
+    """The decision for a final (non-redirect) HTTP answer to robots.txt (``retry_after``: the
+    answer's ``Retry-After``, in seconds, if any)."""
+    if status == 429:
+        record = record_for_failure(config, "HTTP 429", now, previous, status)
+        if retry_after is not None:
+            wait = min(max(retry_after, 0.0), config.retry_max_delay)
+            record = replace(record, expires_at=max(record.expires_at, now + wait))
+        return record
     if 200 <= status < 300:
         truncated = len(body) > config.max_bytes
         return RobotsRecord(RobotsState.RULES, now, now + config.cache_ttl, status, body[: config.max_bytes],
@@ -177,7 +263,7 @@ class RobotsRules:
 
     def __post_init__(self) -> None:
         if self.record.state is RobotsState.RULES:
-            self._parser = Protego.parse(self.record.body.decode("utf-8", "replace"))
+            self._parser = Protego.parse(prepare_robots(self.record.body))
 
     def allowed(self, url: str) -> bool:
         state = self.record.state
