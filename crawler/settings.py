@@ -91,7 +91,8 @@ DNS_CACHE_SIZE = 10_000
 
 # --- robots.txt (RFC 9309) ----------------------------------------------------------
 ROBOTS_ENABLED = True
-# The product token our robots.txt group is looked up by (default: BOT_NAME).
+# The product token our robots.txt group is looked up by; unset: the product
+# token of USER_AGENT, the header we send (Scrapy's ROBOTSTXT_USER_AGENT wins if set).
 ROBOTS_USER_AGENT_TOKEN = None
 ROBOTS_CACHE_TTL = 24 * 3600
 ROBOTS_MAX_CRAWL_DELAY = 60

@@ -242,8 +242,9 @@ class Scenario:
                                "after_pad": "Disallow: /"}},
          "specials": {"<host>": ["/throttle-seconds", ...]}}
 
-    robots: ``status`` answered ``fail_times`` times (forever if absent), then
-    404 or ``body`` (200); ``delay`` before answering; ``redirects`` hops
+    robots: ``status`` answered ``fail_times`` times (forever if absent), with
+    ``retry_after`` (a ``Retry-After`` value) if given, then 404 or ``body``
+    (200); ``delay`` before answering; ``redirects`` hops
     before the answer; ``pad`` bytes of comments then ``after_pad`` rules.
     specials: paths linked from the host's root page, with the behaviour
     ``respond_special`` gives them.
@@ -661,7 +662,8 @@ class MockWebServer:
         status = int(rules.get("status", 200))  # type: ignore[call-overload]
         fail_times = rules.get("fail_times")
         if status != 200 and (fail_times is None or count < int(fail_times)):  # type: ignore[call-overload]
-            return Reply(status, "text/plain", b"robots.txt failure", delay=delay)
+            retry_after = f"Retry-After: {rules['retry_after']}\r\n" if "retry_after" in rules else ""
+            return Reply(status, "text/plain", b"robots.txt failure", retry_after, delay=delay)
         if "body" not in rules:
             return Reply(404, "text/plain", b"no robots.txt here", delay=delay)
         body = str(rules["body"]).replace("{port}", str(self.port)).encode()
