@@ -11,7 +11,7 @@ empty :=
 space := $(empty) $(empty)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: crawl test lint unit venv redis-server chromium bench scale clean
+.PHONY: crawl test lint unit venv replay-venv redis-server chromium bench scale clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,15 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt
 	@touch $@
 
 venv: $(BIN)/.installed
+
+# pywb, the replay server one test runs, in a virtualenv of its own (it pins redis 2.x).
+REPLAY := .venv-replay
+$(REPLAY)/.installed: requirements-replay.txt
+	@[ -x $(REPLAY)/bin/python ] || $(PYTHON) -m venv $(REPLAY)
+	$(REPLAY)/bin/pip install --disable-pip-version-check -q -r requirements-replay.txt
+	@touch $@
+
+replay-venv: $(REPLAY)/.installed
 
 # redis-server from Debian's package when it is missing.
 redis-server:
@@ -43,7 +52,7 @@ crawl: venv redis-server
 		$(if $(USER_AGENT),-s "USER_AGENT=$(USER_AGENT)") $(ARGS)
 
 ## make test: lint, types, and the whole test suite (starts its own Redis and mock web)
-test: venv redis-server chromium lint
+test: venv replay-venv redis-server chromium lint
 	$(BIN)/python -m pytest -q --timeout=600 tests
 
 lint: venv
@@ -57,4 +66,4 @@ scale: venv redis-server
 	$(BIN)/python benchmarks/scale.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(REPLAY) .pytest_cache .mypy_cache .ruff_cache

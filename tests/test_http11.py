@@ -9,6 +9,7 @@ the lean client with aiohttp on the same answers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +26,7 @@ from scrapy.exceptions import (
 from scrapy.utils.test import get_crawler
 
 from crawler.downloader import http11
-from crawler.downloader.handler import CrawlerDownloadHandler, FetchClient, ServerSilentError
+from crawler.downloader.handler import CrawlerDownloadHandler, FetchClient, ServerSilentError, TlsError
 from crawler.exceptions import ConfigurationError
 from tests.support.mockweb import free_port
 
@@ -484,3 +485,90 @@ def test_a_server_that_accepts_and_never_answers_is_silent_after_the_first_byte_
 
     # Nothing written for the request, and the connection kept open (the server waits for another).
     asyncio.run(serve([([], False), ([ok(b"never asked")], True)], test))
+
+
+def test_a_certificate_that_does_not_verify_is_a_tls_error_not_a_refused_connection(tmp_path: Any) -> None:
+    import ssl
+
+    cert, key = self_signed(tmp_path)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    state = ScriptedServer([([ok(b"never read")], True)])
+
+    async def main() -> None:
+        server = await asyncio.start_server(state.handle, "127.0.0.1", 0, ssl=context)
+        port = server.sockets[0].getsockname()[1]
+        handler = handler_for(FetchClient.LEAN, DOWNLOAD_VERIFY_CERTIFICATES=True)
+        try:
+            with pytest.raises(TlsError, match="TLS handshake"):
+                await handler.download_request(Request(f"https://127.0.0.1:{port}/a"))
+            assert handler._stats.get_value("fetch/tls_error") == 1
+        finally:
+            await handler.close()
+            server.close()
+
+    asyncio.run(asyncio.wait_for(main(), 10))
+
+
+def test_transfer_codings_besides_chunked_are_decoded_and_a_length_beside_them_closes_the_connection() -> None:
+    import gzip
+
+    packed = gzip.compress(b"<html>gzipped in transfer</html>")
+    coded = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+             + f"{len(packed):x}\r\n".encode() + packed + b"\r\n0\r\n\r\n")
+    both = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 99\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+    unknown = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: zstd-nope, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+
+    async def test(server: ScriptedServer) -> None:
+        handler = handler_for(FetchClient.LEAN)
+        try:
+            first = await handler.download_request(Request(f"http://127.0.0.1:{server.port}/1"))
+            assert first.body == b"<html>gzipped in transfer</html>"
+            second = await handler.download_request(Request(f"http://127.0.0.1:{server.port}/2"))
+            assert second.body == b"abc"  # framed by Transfer-Encoding; the connection closed after it
+            with pytest.raises(DownloadFailedError, match="unsupported transfer coding"):
+                await handler.download_request(Request(f"http://127.0.0.1:{server.port}/3"))
+        finally:
+            await handler.close()
+
+    server = asyncio.run(serve([([coded], False), ([both], False), ([unknown], True)], test))
+    assert server.connections == 2  # kept after the first answer, closed by the client after the second
+
+
+def test_an_address_that_swallows_connection_attempts_does_not_spend_the_connect_budget() -> None:
+    """Happy Eyeballs: a black-holed first address (a listener whose queue is full drops SYNs), then
+    one that answers: connected through the second, well within the timeout given."""
+    import socket
+
+    hole = socket.socket()
+    hole.bind(("127.0.0.2", 0))
+    hole.listen(0)
+    port = hole.getsockname()[1]
+    fillers = []
+    for _ in range(3):
+        filler = socket.socket()
+        filler.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            filler.connect(("127.0.0.2", port))
+        fillers.append(filler)
+    state = ScriptedServer([([ok(b"through the second address")], True)])
+
+    async def main() -> None:
+        server = await asyncio.start_server(state.handle, "127.0.0.1", port)
+        try:
+            async with asyncio.timeout(5):  # the sequential client waited here until the timeout
+                connection = await http11.connect(("http", "x.test", port), ["127.0.0.2", "127.0.0.1"],
+                                                  ssl_context=None, server_hostname=None, local_addr=None)
+            head = await connection.start(http11.request_head("GET", "/", "x.test", [], b""), head_only=False,
+                                          limit=0, on_chunk=None)
+            assert head.status == 200 and await connection.read_body() == b"through the second address"
+            connection.abort()
+        finally:
+            server.close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        hole.close()
+        for filler in fillers:
+            filler.close()

@@ -94,7 +94,9 @@ def test_payload_digest_form() -> None:
 @pytest.mark.parametrize(
     ("url", "key"),
     [("http://www.Example.com/Path?Q=1", "com,example)/path?q=1"), ("https://a.b.example.org:8443/", "org,example,b,a:8443)/"),
-     ("http://127.0.0.1:8080/x", "127.0.0.1:8080)/x"), ("http://example.com", "com,example)/")],
+     ("http://127.0.0.1:8080/x", "1,0,0,127:8080)/x"), ("http://example.com", "com,example)/"),
+     # The canonical form replay tools use: query arguments sorted, escapes decoded, www dropped.
+     ("http://x.test/p?b=2&a=1&c=3", "test,x)/p?a=1&b=2&c=3"), ("http://example.com/a%2Fb?x=%41", "com,example)/a/b?x=a")],
 )
 def test_surt(url: str, key: str) -> None:
     assert surt(url) == key

@@ -38,7 +38,9 @@ import logging
 import re
 import resource
 import socket
+import ssl
 import time
+import zlib
 from contextlib import asynccontextmanager
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, cast
@@ -78,6 +80,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+#: zlib window bits per transfer coding the lean client decodes (gzip header, zlib header, or either).
+_TRANSFER_WBITS = {b"gzip": 31, b"x-gzip": 31, b"deflate": 47}
 #: Characters a request target may carry as they are (RFC 3986 plus ``%``).
 _UNSAFE_TARGET = re.compile(r"[^A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]")
 _IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
@@ -109,6 +113,11 @@ def ensure_file_descriptors(needed: int) -> None:
 class ServerSilentError(DownloadTimeoutError):
     """The server accepted the connection (or kept it) and sent nothing before ``DOWNLOAD_TIMEOUT``:
     a host that listens but does not serve, which the frontier parks at once."""
+
+
+class TlsError(DownloadFailedError):
+    """The TLS handshake failed (with ``DOWNLOAD_VERIFY_CERTIFICATES``, a certificate that does not
+    verify): the host answered, so this does not count towards parking it (``fetch/tls_error``)."""
 
 
 class FetchClient(Enum):
@@ -324,6 +333,9 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
                 )
         except TimeoutError as exc:
             raise DownloadTimeoutError(f"Connecting to {host} took longer than {connect_timeout} s") from exc
+        except ssl.SSLError as exc:
+            self._stats.inc_value("fetch/tls_error")
+            raise TlsError(f"TLS handshake with {host}:{port} failed: {exc}") from exc
         except OSError as exc:
             raise DownloadConnectionRefusedError(f"Cannot connect to {host}:{port}: {exc}") from exc
 
@@ -374,11 +386,33 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
                 logger.warning(get_dataloss_msg(request.url))
                 self._fail_on_dataloss_warned = True
             raise ResponseDataLossError(str(exc)) from exc
+        codings = http11.transfer_codings(head.headers)
+        if codings:
+            body = self._decode_transfer(request, body, codings, maxsize)
         if warnsize and len(body) > warnsize and not reached_warnsize:
             logger.warning(get_warnsize_msg(len(body), warnsize, request, expected=False))
         if connection.stopped and hook is not None and hook.stop is not None:
             return make_response(**base, body=body, stop_download=hook.stop)
         return make_response(**base, body=body)
+
+    def _decode_transfer(self, request: Request, body: bytes, codings: list[bytes], maxsize: int) -> bytes:
+        """Undo the transfer codings besides ``chunked`` (``gzip``, ``deflate``), last applied first,
+        within ``maxsize``; an unknown one is a download failure (the body cannot be read)."""
+        for coding in reversed(codings):
+            wbits = _TRANSFER_WBITS.get(coding)
+            if wbits is None:
+                self._stats.inc_value("fetch/unknown_transfer_coding")
+                raise DownloadFailedError(f"unsupported transfer coding {coding[:40]!r} ({request.url})")
+            decoder = zlib.decompressobj(wbits)
+            try:
+                decoded = decoder.decompress(body, maxsize + 1 if maxsize else 0)
+            except zlib.error as exc:
+                raise DownloadFailedError(f"bad {coding.decode('latin-1')} transfer coding ({request.url}): {exc}") \
+                    from exc
+            if maxsize and len(decoded) > maxsize:
+                self._cancel_maxsize(len(decoded), maxsize, request, expected=False)
+            body = decoded
+        return body
 
     # -- aiohttp (proxies, FETCH_HTTP_CLIENT = "aiohttp") ---------------------------------------
 

@@ -15,7 +15,17 @@ What it reads:
   interim ``1xx`` answers are skipped; obsolete line folding is unfolded;
 * bodies framed by ``Transfer-Encoding: chunked`` (trailers read and
   dropped), by ``Content-Length`` (several differing values are an error), or
-  by the end of the connection; none after ``HEAD``, ``204`` and ``304``.
+  by the end of the connection; none after ``HEAD``, ``204`` and ``304``. An
+  answer with both ``Transfer-Encoding`` and ``Content-Length`` is framed by
+  the former and its connection closed after it (RFC 9112 6.3); transfer
+  codings other than ``chunked`` (``gzip, chunked``) are the caller's to
+  decode (:func:`transfer_codings`).
+
+Connections are opened with Happy Eyeballs (RFC 8305, ``aiohappyeyeballs``,
+as aiohttp does): the addresses of a name are tried in turn, each after
+:data:`HAPPY_EYEBALLS_DELAY` without waiting for the previous one to fail, so
+an address that swallows connection attempts (a black-holed IPv6 route) does
+not spend the whole connect timeout.
 
 Every answer is hostile until checked; each violation is a
 :class:`ProtocolError` with a short reason, and the connection is dropped:
@@ -36,11 +46,14 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import aiohappyeyeballs
 
 if TYPE_CHECKING:
     import ssl
@@ -358,7 +371,7 @@ class HttpConnection(asyncio.Protocol):
             framing = _LENGTH if content_length else _NONE
         else:
             framing = _EOF
-        if framing == _EOF:
+        if framing == _EOF or (coded and lengths):
             self._keep_alive = False
         self._framing = framing
         self._remaining = content_length or 0
@@ -582,6 +595,16 @@ class ConnectionPool:
                     del self._idle[connection.key]
 
 
+#: Seconds before the next address is tried while the previous attempt is still pending (RFC 8305: 250 ms).
+HAPPY_EYEBALLS_DELAY = 0.25
+
+
+def _address_info(address: str, port: int) -> tuple[Any, ...]:
+    if ":" in address:
+        return (socket.AF_INET6, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, port, 0, 0))
+    return (socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, port))
+
+
 async def connect(
     key: Key,
     addresses: list[str],
@@ -590,19 +613,33 @@ async def connect(
     server_hostname: str | None,
     local_addr: tuple[str, int] | None,
 ) -> HttpConnection:
-    """A new connection to the first of ``addresses`` that answers."""
+    """A new connection to the first of ``addresses`` that answers (Happy Eyeballs), TLS on top if asked.
+
+    Raises ``OSError`` when no address answers, ``ssl.SSLError`` when the TLS
+    handshake fails (a certificate that does not verify, say).
+    """
     loop = asyncio.get_running_loop()
-    error: OSError | None = None
-    for address in addresses:
-        try:
-            _, protocol = await loop.create_connection(
-                lambda: HttpConnection(key), address, key[2],
-                ssl=ssl_context, server_hostname=server_hostname if ssl_context is not None else None,
-                local_addr=local_addr,
-            )
-        except OSError as exc:
-            error = exc
-            continue
-        return protocol
-    assert error is not None
-    raise error
+    sock = await aiohappyeyeballs.start_connection(
+        [_address_info(address, key[2]) for address in addresses],
+        local_addr_infos=[_address_info(*local_addr)] if local_addr else None,
+        happy_eyeballs_delay=HAPPY_EYEBALLS_DELAY,
+        interleave=1,
+    )
+    try:
+        _, protocol = await loop.create_connection(
+            lambda: HttpConnection(key), sock=sock,
+            ssl=ssl_context, server_hostname=server_hostname if ssl_context is not None else None,
+        )
+    except BaseException:
+        sock.close()
+        raise
+    return protocol
+
+
+def transfer_codings(headers: list[tuple[bytes, bytes]]) -> list[bytes]:
+    """The transfer codings applied to a body besides ``chunked`` (and ``identity``), in the order applied."""
+    codings: list[bytes] = []
+    for name, value in headers:
+        if len(name) == 17 and name.lower() == b"transfer-encoding":
+            codings += (part.strip().lower() for part in value.split(b","))
+    return [coding for coding in codings if coding and coding not in (b"chunked", b"identity")]

@@ -21,6 +21,8 @@ no answer on an open connection   retried after the URL's backoff, at most     s
 (a server that listens, silent),  ``RETRY_MAX_RETRIES`` times                  host at once)
 a name that does not resolve
 body over ``DOWNLOAD_MAXSIZE``    dropped (``fetch/size_exceeded``)            ok
+TLS handshake failure (a          dead letter at once (it fails the same way)  neutral
+certificate that does not verify)
 anything else unexpected          dead letter, logged as an error              ok
 ================================  ===========================================  =============
 
@@ -48,7 +50,7 @@ from scrapy.exceptions import (
     ResponseDataLossError,
 )
 
-from crawler.downloader.handler import ServerSilentError
+from crawler.downloader.handler import ServerSilentError, TlsError
 from crawler.frontier.outcome import HostSignal, Rescheduled, dead_letter, handout_of, reschedule
 from crawler.meta import ROBOTS_META
 from crawler.politeness.backoff import BackoffPolicy, parse_retry_after
@@ -124,6 +126,9 @@ class RetryMiddleware:
         if isinstance(exception, DownloadCancelledError):
             self.stats.inc_value("fetch/size_exceeded")
             return  # over DOWNLOAD_MAXSIZE: not worth another try
+        if isinstance(exception, TlsError):
+            # The host answered; the handshake will fail the same way again.
+            self._give_up(request, name, str(exception), HostSignal.NEUTRAL)
         if isinstance(exception, TRANSIENT_ERRORS):
             if isinstance(exception, ResponseDataLossError):
                 self.stats.inc_value("fetch/truncated")

@@ -51,7 +51,7 @@ from scrapy.exceptions import CannotResolveHostError, IgnoreRequest, NotConfigur
 from scrapy.http.request import NO_CALLBACK
 
 from crawler.bounded import BoundedSet
-from crawler.downloader.handler import ServerSilentError
+from crawler.downloader.handler import ServerSilentError, TlsError
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.outcome import HostSignal, Rescheduled, complete, dead_letter, handout_of, reschedule
 from crawler.frontier.policy import PolitenessPolicy
@@ -270,7 +270,12 @@ class RobotsTxtMiddleware:
                 complete(request, host_signal=HostSignal.NEUTRAL, reason="address refused")
                 raise Rescheduled(f"{origin}: address refused")
             return
-        signal = HostSignal.SILENT if isinstance(exception, _SILENT_ERRORS) else HostSignal.FAILED
+        if isinstance(exception, _SILENT_ERRORS):
+            signal = HostSignal.SILENT
+        elif isinstance(exception, TlsError):
+            signal = HostSignal.NEUTRAL  # the host answered: not a reason to park it
+        else:
+            signal = HostSignal.FAILED
         record = self._failed(origin, exception, await self._shared(origin))
         await self._close_lease(request, origin, record, signal)
 

@@ -20,7 +20,8 @@ open file (the kernel drops it when the process dies, however it dies), and
 recovery skips every file whose lock is held, so a starting worker never
 touches the file of a live one.
 
-The CDXJ index has one line per response or revisit record::
+The CDXJ index has one line per response or revisit record, keyed as replay
+tools (pywb, OutbackCDX) look records up (:func:`surt`)::
 
     <SURT key> <14-digit timestamp> {"url": ..., "mime": ..., "status": ...,
       "digest": ..., "length": ..., "offset": ..., "filename": ...}
@@ -40,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import surt as surt_package
 from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
 from warcio.recordloader import ArcWarcRecord
@@ -54,20 +56,10 @@ OPEN_SUFFIX = ".open"
 
 
 def surt(url: str) -> str:
-    """The SURT form used as CDXJ key: ``com,example)/path?query`` (lowercase, no scheme, no www)."""
-    rest = url.split("://", 1)[-1]
-    host, slash, path = rest.partition("/")
-    host = host.lower().split("@")[-1]
-    port = ""
-    if ":" in host and not host.endswith("]"):
-        host, port = host.rsplit(":", 1)
-        port = "" if port in ("80", "443") else ":" + port
-    if host.startswith("[") or host.replace(".", "").isdigit():
-        return host + port + ")/" + (path if slash else "").lower()  # an IP address is not reversed
-    labels = host.split(".")
-    if labels and labels[0] == "www":
-        labels = labels[1:]
-    return ",".join(reversed(labels)) + port + ")/" + (path if slash else "").lower()
+    """The canonical SURT key of a URL, as replay tools compute it (pywb, OutbackCDX: the ``surt``
+    package): ``com,example)/path?a=1&b=2`` (lowercase, no scheme, no ``www``, query arguments
+    sorted, an IP address reversed like a host name)."""
+    return str(surt_package.surt(url))
 
 
 @dataclass(frozen=True)
