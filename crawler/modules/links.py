@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Self
 
 from crawler.links import LinkExtractor, canonical_from_link_header
-from crawler.urls import UrlError, normalize_url
+from crawler.urls import NormalizationConfig, UrlError, normalize_url
 from crawler.urls.domains import RegisteredDomains
 
 if TYPE_CHECKING:
@@ -22,6 +22,8 @@ class LinksModule:
         self.extractor = LinkExtractor()
         self.domains = RegisteredDomains()
         self.crawler = crawler
+        #: The crawl's URL normalization (canonical and page URLs compare in the frontier's form).
+        self.normalization = NormalizationConfig.from_settings(crawler.settings)
 
     @property
     def stats(self) -> Any:
@@ -47,8 +49,8 @@ class LinksModule:
     def _canonical(self, page: Page, canonical: str) -> Iterator[Request]:
         item = page.item
         try:
-            target, target_host = normalize_url(canonical)
-            here, here_host = normalize_url(item.url)
+            target, target_host = normalize_url(canonical, self.normalization)
+            here, here_host = normalize_url(item.url, self.normalization)
         except UrlError:
             self.stats.inc_value("canonical/invalid")
             return

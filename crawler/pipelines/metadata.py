@@ -29,7 +29,8 @@ from crawler.policy.clock import CrawlClock
 from crawler.policy.priority import HostQuality
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
 from crawler.settings_parsing import get_bool, get_float, get_int
-from crawler.urls import UrlError, normalize_url, url_fingerprint
+from crawler.urls import NormalizationConfig, UrlError, normalize_url, url_fingerprint
+from crawler.urls.normalize import DEFAULT_CONFIG as DEFAULT_NORMALIZATION
 from crawler.urls.fingerprint import bloom_positions
 
 if TYPE_CHECKING:
@@ -61,8 +62,11 @@ class UrlMetadataPipeline:
         inlink_cells: int = 0,
         host_quality: HostQualityCache | None = None,
         repeat_window: int = 0,
+        normalization: NormalizationConfig = DEFAULT_NORMALIZATION,
     ) -> None:
         self.provider = provider
+        #: The crawl's URL normalization (the frontier's keys are built with it).
+        self.normalization = normalization
         self.router = router
         self.change_distance = change_distance
         self.stats = stats
@@ -88,6 +92,7 @@ class UrlMetadataPipeline:
             inlink_cells=get_int(settings, "PRIORITY_INLINK_CELLS", 4_194_304, minimum=0),
             host_quality=HostQualityCache.for_crawler(crawler),
             repeat_window=repeat_window_setting(settings),
+            normalization=NormalizationConfig.from_settings(settings),
         )
 
     async def open_spider(self) -> None:
@@ -104,7 +109,7 @@ class UrlMetadataPipeline:
         if not isinstance(item, PageItem) or self.store is None:
             return item
         try:
-            url, host = normalize_url(item.url)
+            url, host = normalize_url(item.url, self.normalization)
         except UrlError:
             return item
         content = 200 <= item.status < 300 and item.payload_digest is not None

@@ -43,7 +43,7 @@ from crawler.policy.recrawl import ChangeHistory, RecrawlPolicy, plan_revisit
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
 from crawler.settings_parsing import get_bool
 from crawler.sitemaps import SitemapSettings, sitemap_meta
-from crawler.urls import UrlError, normalize_url
+from crawler.urls import NormalizationConfig, UrlError, normalize_url
 from crawler.warc.records import warc_date
 
 if TYPE_CHECKING:
@@ -74,6 +74,8 @@ class RecrawlPipeline:
         self.router = ShardRouter.from_settings(crawler.settings, crawl_id_for(crawler))
         self.host_quality = HostQualityCache.for_crawler(crawler)
         self.sitemaps = SitemapSettings.from_settings(crawler.settings)
+        #: The crawl's URL normalization (the frontier's keys are built with it).
+        self.normalization = NormalizationConfig.from_settings(crawler.settings)
         self.schedule: DueSchedule | None = None
         self.codec: RequestCodec | None = None
 
@@ -108,7 +110,7 @@ class RecrawlPipeline:
         if item.callback not in _REVISITED or not (200 <= item.status < 300 or item.status == 304):
             return item
         try:
-            url, host = normalize_url(item.url)
+            url, host = normalize_url(item.url, self.normalization)
         except UrlError:
             return item
         revisit = self.plan(item, host)
