@@ -55,6 +55,10 @@ crawl: venv redis-server
 test: venv replay-venv redis-server chromium lint
 	$(BIN)/python -m pytest -q --timeout=600 tests
 
+## make unit: the fast lane: lint, types and every test that starts no subprocess (under a minute)
+unit: venv lint
+	$(BIN)/python -m pytest -q -m "not e2e" tests
+
 lint: venv
 	$(BIN)/ruff check crawler tests benchmarks
 	$(BIN)/mypy crawler

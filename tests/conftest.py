@@ -90,6 +90,18 @@ class RedisServer:
         return redis.Redis(host="127.0.0.1", port=self.port)
 
 
+#: Fixtures that start real components as subprocesses: a test using one is end to end.
+_SERVICE_FIXTURES = frozenset({"redis_server", "contract_redis", "mockweb_factory", "moto", "redis_cluster"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark end-to-end tests (``-m e2e``; ``make unit`` runs the others): every test of an
+    ``*_e2e.py`` module, and every test that uses a fixture starting a real component."""
+    for item in items:
+        if item.path.name.endswith("_e2e.py") or _SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
+
+
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     server = RedisServer(tmp_path_factory.mktemp("redis"))

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.support.mockweb import (
     MockWebServer,
     WebSpec,
@@ -57,6 +59,7 @@ def _exchange(port: int, host: int, paths: list[str]) -> bytes:
         return data
 
 
+@pytest.mark.e2e
 def test_answers_in_order_with_and_without_latency_and_a_batched_log(tmp_path: Path) -> None:
     spec = WebSpec(hosts=2, sizes="uniform:5", fanout=2, nav=1, cross=1, filler_words=10, latency_ms=(0.0, 30.0))
     port = free_port()

@@ -273,6 +273,7 @@ def png_is_blank(png: bytes) -> bool:
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed (make test installs it)")
+@pytest.mark.e2e
 def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     samples = [Sample(1000.0 + 30 * i, f"w{i % 2}", 40 + i, i % 3, 2, 500 - i, 4, 8, 2) for i in range(40)]
     data = ReportData("render", 2000.0, totals_from_stats(STATS), samples, FrontierFigures(480, 4, 8, 2, 900, 3),
