@@ -18,7 +18,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.settings import BaseSettings
 
 from crawler.exceptions import ConfigurationError
-from crawler.settings_parsing import get_bool
+from crawler.settings_parsing import get_bool, get_list
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -47,12 +47,12 @@ class AddressPolicy:
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> AddressPolicy:
         ranges = []
-        for text in settings.getlist("PRIVATE_NETWORKS_ALLOWLIST", []):
+        for text in get_list(settings, "PRIVATE_NETWORKS_ALLOWLIST"):
             try:
                 ranges.append(ipaddress.ip_network(str(text).strip(), strict=False))
             except ValueError:
                 raise ConfigurationError("PRIVATE_NETWORKS_ALLOWLIST", f"{text!r} is not a CIDR range") from None
-        return cls(get_bool(settings, "ALLOW_PRIVATE_NETWORKS", False), tuple(ranges))
+        return cls(get_bool(settings, "ALLOW_PRIVATE_NETWORKS"), tuple(ranges))
 
     def allowed(self, address: IPAddress) -> bool:
         if self.allow_private:

@@ -1,9 +1,12 @@
 """Scrapy settings of the crawler project.
 
-Every value that differs from Scrapy's default carries the reason. The
-project's own settings are grouped by prefix (``FRONTIER_*``, ``REDIS_*``...)
-and documented in the README.
+The crawler's own settings (``FRONTIER_*``, ``REDIS_*``, ``ROBOTS_*``...) are
+defined, each with its default and reason, in :mod:`crawler.defaults` and
+imported here, so ``scrapy settings --get NAME`` answers for every one. What
+follows are Scrapy's settings the project changes, each with the reason.
 """
+
+from crawler.defaults import *  # noqa: F403
 
 BOT_NAME = "crawler"
 SPIDER_MODULES = ["crawler.spiders"]
@@ -19,29 +22,6 @@ USER_AGENT = "crawler/0.1 (+https://example.invalid/crawler; set USER_AGENT to a
 SCHEDULER = "crawler.frontier.scheduler.FrontierScheduler"
 # Duplicate filtering is the frontier's seen set, shared by every worker.
 DUPEFILTER_CLASS = "scrapy.dupefilters.BaseDupeFilter"
-# Redis to keep the frontier in; unset means an embedded redis-server per job
-# (the environment variable REDIS_URL works too).
-REDIS_URL = None
-# Default crawl id: the spider's name.
-FRONTIER_CRAWL_ID = None
-# Politeness: next fetch from a host >= completion + max(MIN_DELAY, FACTOR x fetch time).
-FRONTIER_MIN_DELAY = 1.0
-FRONTIER_DELAY_FACTOR = 10.0
-FRONTIER_MAX_DELAY = 300.0
-# Front-queue weights, highest priority first: 8:4:2:1 of the picks when all
-# levels have URLs, so low priority keeps draining.
-FRONTIER_QUEUE_WEIGHTS = [8, 4, 2, 1]
-# How many hosts hold a back queue is decided by need: a claim that finds
-# fewer ready hosts than free fetch slots opens more (see the README's
-# "How many hosts are active"). This only bounds the awake ones, for memory
-# (about 200 bytes of Redis each).
-FRONTIER_ACTIVE_HOSTS = 200_000
-# A host that must wait longer than this (robots.txt retry, backoff, parking,
-# Retry-After, a long Crawl-delay) sleeps outside the awake set until then,
-# its queue kept.
-FRONTIER_SLEEP_HORIZON = 30.0
-FRONTIER_LEASE_TIMEOUT = 60.0
-FRONTIER_IDLE_POLL = 1.0
 
 # --- Concurrency: the frontier decides per-host politeness --------------------------
 # Requests in flight per worker. A polite broad crawl spends most of a
@@ -65,52 +45,11 @@ CONCURRENT_ITEMS = 1
 # Total time of one request, body included (a slow-drip server is cut here):
 # a broad crawl cannot wait 3 minutes for one server.
 DOWNLOAD_TIMEOUT = 30
-FETCH_CONNECT_TIMEOUT = 10
-# A server that accepts the connection and sends nothing for this long is
-# taken for dead (its host is parked at once): waiting the whole
-# DOWNLOAD_TIMEOUT on it would hold a download slot for nothing.
-FETCH_FIRST_BYTE_TIMEOUT = 10
-# The crawler's lean HTTP/1.1 client ("aiohttp": Scrapy's aiohttp handler);
-# idle keep-alive connections: 0 = 4 x CONCURRENT_REQUESTS, closed after 15 s.
-FETCH_HTTP_CLIENT = "lean"
-FETCH_MAX_IDLE_CONNECTIONS = 0
-FETCH_KEEPALIVE_TIMEOUT = 15
 # Bodies are cut at 16 MiB (also after decompression); counted above 4 MiB.
 DOWNLOAD_MAXSIZE = 16 * 1024 * 1024
 DOWNLOAD_WARNSIZE = 4 * 1024 * 1024
-# Bodies of other types stop downloading when their headers arrive.
-FETCH_ALLOWED_CONTENT_TYPES = ["text/html", "application/xhtml+xml"]
-# Never connect to private, loopback, link-local (cloud metadata), multicast or
-# reserved addresses, checked after DNS. Tests and intranet crawls turn this
-# on, or list ranges in PRIVATE_NETWORKS_ALLOWLIST.
-ALLOW_PRIVATE_NETWORKS = False
-PRIVATE_NETWORKS_ALLOWLIST: list[str] = []
-DNS_CACHE_TTL = 300
-DNS_NEGATIVE_TTL = 30
-DNS_CACHE_SIZE = 10_000
 
-# --- robots.txt (RFC 9309) ----------------------------------------------------------
-ROBOTS_ENABLED = True
-# The product token our robots.txt group is looked up by; unset: the product
-# token of USER_AGENT, the header we send (Scrapy's ROBOTSTXT_USER_AGENT wins if set).
-ROBOTS_USER_AGENT_TOKEN = None
-ROBOTS_CACHE_TTL = 24 * 3600
-ROBOTS_MAX_CRAWL_DELAY = 60
-ROBOTS_MAX_BYTES = 500 * 1024
-ROBOTS_RETRY_DELAY = 60
-ROBOTS_RETRY_MAX_DELAY = 24 * 3600
-ROBOTS_MAX_FAILURES = 5
-
-# --- Retries and backoff (see crawler/politeness/backoff.py) ------------------------
-RETRY_MAX_RETRIES = 3
-RETRY_MAX_THROTTLED = 10
-RETRY_BASE_DELAY = 30
-RETRY_MAX_DELAY = 3600
-BACKOFF_BASE_DELAY = 5
-BACKOFF_MAX_DELAY = 3600
-HOST_PARK_AFTER = 5
-HOST_PARK_BASE_DELAY = 60
-HOST_PARK_MAX_DELAY = 6 * 3600
+# --- Redirects, retries and robots.txt: the crawler's own ---------------------------
 # Broad crawls do not keep sessions.
 COOKIES_ENABLED = False
 # Redirects are recorded and followed as new URLs by the spider, through the
@@ -184,25 +123,6 @@ ITEM_PIPELINES = {
     "crawler.pipelines.recrawl.RecrawlPipeline": 550,
     "crawler.pipelines.index_gate.IndexGatePipeline": 600,
 }
-# Where WARC files go: a directory (default crawl-data/<crawl id>/warc/),
-# file:///dir, or s3://bucket/prefix (WARC_S3_ENDPOINT_URL for any S3-compatible store).
-WARC_STORE = None
-WARC_S3_ENDPOINT_URL = None
-# Rotate at 1 GB, the usual size of archive WARC files.
-WARC_MAX_SIZE = 1_000_000_000
-# gzip level of each record (1-9); 6 is zlib's default balance of speed and size.
-WARC_GZIP_LEVEL = 6
-WARC_METADATA_RECORDS = True
-DEDUP_SIMHASH_DISTANCE = 3
-DEDUP_MAX_WORDS = 2000
-METADATA_CHANGE_DISTANCE = 3
-# Every step after the HTML parser is a module; PNG_MODULE_ENABLED turns on the example one.
-WEB_PAGE_MODULES = {
-    "crawler.modules.links.LinksModule": 100,
-    "crawler.modules.png.PngImagesModule": 200,
-    "crawler.modules.text.TextModule": 900,
-}
-PNG_MODULE_ENABLED = False
 
 # --- Extensions ---------------------------------------------------------------------
 # Neither a telnet console nor a remote-control HTTP port on every worker:
@@ -214,21 +134,6 @@ EXTENSIONS = {
     "crawler.extensions.progress.ProgressReporter": 100,
     "crawler.extensions.metrics.MetricsEndpoint": 110,
 }
-# A progress line every 30 s (0: none), and the crawl's shared totals and
-# timeline in Redis; the crawl report at the end (crawl-data/<crawl id>/report.html).
-PROGRESS_INTERVAL = 30.0
-REPORT_ENABLED = True
-REPORT_PATH = None
-# Prometheus endpoint: off unless a port is given (METRICS_PORT = 9410, say).
-METRICS_PORT = 0
-METRICS_HOST = "127.0.0.1"
-METRICS_REFRESH_INTERVAL = 10.0
-# See crawler/extensions/tuning.py: freeze start-up objects out of the GC,
-# collect generation 0 every 50,000 allocations instead of 700, and stop
-# building log records below LOG_LEVEL.
-TUNING_GC_FREEZE = True
-TUNING_GC_GEN0_THRESHOLD = 50_000
-TUNING_LOG_GATE = True
 # Scrapy's default collector adds ~2.5 us of wrapper to every counter update.
 STATS_CLASS = "crawler.stats.LeanStatsCollector"
 # Scrapy's messages; the per-page DEBUG ones are built only when DEBUG is on.

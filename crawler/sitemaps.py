@@ -114,9 +114,9 @@ class SitemapSettings:
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> SitemapSettings:
         return cls(
-            enabled=get_bool(settings, "SITEMAPS_ENABLED", True),
-            fallback=get_bool(settings, "SITEMAPS_FALLBACK", False),
-            max_urls=get_int(settings, "SITEMAP_MAX_URLS", 50_000, minimum=1),
-            max_bytes=get_int(settings, "SITEMAP_MAX_BYTES", 50 * 1024 * 1024, minimum=1024),
-            priority=get_int(settings, "SITEMAP_PRIORITY", 1),
+            enabled=get_bool(settings, "SITEMAPS_ENABLED"),
+            fallback=get_bool(settings, "SITEMAPS_FALLBACK"),
+            max_urls=get_int(settings, "SITEMAP_MAX_URLS", minimum=1),
+            max_bytes=get_int(settings, "SITEMAP_MAX_BYTES", minimum=1024),
+            priority=get_int(settings, "SITEMAP_PRIORITY"),
         )

@@ -198,9 +198,9 @@ def test_gzip_level_setting_is_checked() -> None:
     from crawler.exceptions import ConfigurationError
     from crawler.settings_parsing import get_int
 
-    assert get_int(Settings({"WARC_GZIP_LEVEL": "3"}), "WARC_GZIP_LEVEL", 6, minimum=1, maximum=9) == 3
+    assert get_int(Settings({"WARC_GZIP_LEVEL": "3"}), "WARC_GZIP_LEVEL", minimum=1, maximum=9) == 3
     with pytest.raises(ConfigurationError, match="WARC_GZIP_LEVEL.*at most 9"):
-        get_int(Settings({"WARC_GZIP_LEVEL": 10}), "WARC_GZIP_LEVEL", 6, minimum=1, maximum=9)
+        get_int(Settings({"WARC_GZIP_LEVEL": 10}), "WARC_GZIP_LEVEL", minimum=1, maximum=9)
 
 
 def test_append_batches_rotate_between_fetches(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import msgpack
 import pytest
 from scrapy import Request, Spider
@@ -342,3 +344,60 @@ def test_request_defaults_match_scrapys_three_middlewares(settings: dict[str, ob
     for mine, scrapys in zip(ours, theirs, strict=True):
         assert dict(mine.headers) == dict(scrapys.headers)
         assert mine.meta.get("download_timeout") == scrapys.meta.get("download_timeout")
+
+
+# -- settings: one default per setting, in one place ---------------------------------------
+
+
+def _setting_names_read() -> dict[str, str]:
+    """Every UPPER_CASE name the crawler's code reads as a setting -> where."""
+    import ast
+    from pathlib import Path
+
+    readers = {"get_int", "get_float", "get_bool", "get_choice", "get_int_list", "get_list", "get_dict", "setting",
+               "is_set", "get", "getint", "getfloat", "getbool", "getlist", "getdict", "getwithbase"}
+    found: dict[str, str] = {}
+    for path in Path(__file__).resolve().parent.parent.joinpath("crawler").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            function = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if function not in readers:
+                continue
+            for argument in node.args[:2]:
+                if isinstance(argument, ast.Constant) and isinstance(argument.value, str) \
+                        and argument.value.isupper() and argument.value.replace("_", "").isalnum():
+                    found.setdefault(argument.value, f"{path.name}:{node.lineno}")
+    return found
+
+
+def test_every_setting_read_has_one_default_and_the_project_settings_hold_them_all() -> None:
+    from scrapy.settings import default_settings as scrapy_defaults
+    from scrapy.utils.project import get_project_settings
+
+    from crawler import defaults
+    from crawler.settings_parsing import default_of
+
+    read = _setting_names_read()
+    assert len(read) > 100
+    ours = {name for name in dir(defaults) if name.isupper()}
+    missing = {name: where for name, where in read.items()
+               if name not in ours and not hasattr(scrapy_defaults, name) and name not in {"DEBUG", "BOT_NAME"}}
+    assert not missing, missing
+    # No setting is both ours and Scrapy's: a default is written once.
+    assert not {name for name in ours if hasattr(scrapy_defaults, name)}
+    project = get_project_settings()
+    for name in ours:
+        assert project.get(name) == default_of(name) == getattr(defaults, name), name
+    # Every one of ours is documented: a comment above it, or the one of the group it closes.
+    assert [name for name, _, comment in defaults.documented() if not comment] == []
+
+
+def test_the_settings_reference_is_generated_from_the_defaults() -> None:
+    from crawler import defaults
+
+    reference = defaults.reference()
+    for name in ("URL_MAX_DEPTH", "FRONTIER_SLEEP_HORIZON", "FRONTIER_POLITENESS_KEY", "WARC_GZIP_LEVEL"):
+        assert f"| `{name}` |" in reference
+    rows = re.findall(r"^\| `([A-Z0-9_]+)` \|", reference, re.MULTILINE)
+    assert sorted(rows) == sorted(name for name in dir(defaults) if name.isupper())

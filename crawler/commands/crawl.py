@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 def check_metrics_port(settings: BaseSettings) -> None:
     """``METRICS_PORT``: a TCP port this machine lets the crawl listen on (0: no endpoint)."""
-    port = get_int(settings, "METRICS_PORT", 0, minimum=0)
+    port = get_int(settings, "METRICS_PORT", minimum=0)
     if not port:
         return
     host = str(settings.get("METRICS_HOST") or "127.0.0.1")

@@ -48,9 +48,9 @@ def resolver_from_settings(settings: BaseSettings, stats: StatsCollector) -> Cac
     """The resolver the settings describe (``DNS_*``, ``DNS_HOSTS_FILE``, the address guard)."""
     return CachingGuardedResolver(
         DnsCacheConfig(
-            ttl=get_float(settings, "DNS_CACHE_TTL", 300.0, minimum=0.0),
-            negative_ttl=get_float(settings, "DNS_NEGATIVE_TTL", 30.0, minimum=0.0),
-            max_size=get_int(settings, "DNS_CACHE_SIZE", 10_000, minimum=1),
+            ttl=get_float(settings, "DNS_CACHE_TTL", minimum=0.0),
+            negative_ttl=get_float(settings, "DNS_NEGATIVE_TTL", minimum=0.0),
+            max_size=get_int(settings, "DNS_CACHE_SIZE", minimum=1),
             static=read_hosts_file(settings["DNS_HOSTS_FILE"]) if settings.get("DNS_HOSTS_FILE") else {},
         ),
         AddressPolicy.from_settings(settings),

@@ -160,16 +160,16 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
         settings = crawler.settings
         assert crawler.stats is not None
         self._stats = crawler.stats
-        self._connect_timeout = get_float(settings, "FETCH_CONNECT_TIMEOUT", 10.0, minimum=0.1)
-        self._first_byte_timeout = get_float(settings, "FETCH_FIRST_BYTE_TIMEOUT", 10.0, minimum=0.1)
+        self._connect_timeout = get_float(settings, "FETCH_CONNECT_TIMEOUT", minimum=0.1)
+        self._first_byte_timeout = get_float(settings, "FETCH_FIRST_BYTE_TIMEOUT", minimum=0.1)
         self._policy = AddressPolicy.from_settings(settings)
         #: host -> refused, for IP-literal checks (at most 10,000 hosts, then cleared).
         self._literal_verdicts: dict[str, bool] = {}
-        self._client = get_choice(settings, "FETCH_HTTP_CLIENT", FetchClient, FetchClient.LEAN)
+        self._client = get_choice(settings, "FETCH_HTTP_CLIENT", FetchClient)
         self._signals = crawler.signals
         self._pool = http11.ConnectionPool(
-            max_idle=get_int(settings, "FETCH_MAX_IDLE_CONNECTIONS", 0, minimum=0) or 4 * self._pool_size_total,
-            idle_timeout=get_float(settings, "FETCH_KEEPALIVE_TIMEOUT", 15.0, minimum=0.0),
+            max_idle=get_int(settings, "FETCH_MAX_IDLE_CONNECTIONS", minimum=0) or 4 * self._pool_size_total,
+            idle_timeout=get_float(settings, "FETCH_KEEPALIVE_TIMEOUT", minimum=0.0),
         )
         ensure_file_descriptors(self._pool_size_total + self._pool.max_idle + _SPARE_DESCRIPTORS)
         resolver = resolver_from_settings(settings, crawler.stats)

@@ -148,13 +148,13 @@ class MetricsEndpoint:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         settings = crawler.settings
-        port = get_int(settings, "METRICS_PORT", 0, minimum=0)
+        port = get_int(settings, "METRICS_PORT", minimum=0)
         if port == 0:
             raise NotConfigured
         if port > 65535:
             raise ConfigurationError("METRICS_PORT", f"not a TCP port: {port}")
         endpoint = cls(crawler, port, str(settings.get("METRICS_HOST") or "127.0.0.1"),
-                       get_float(settings, "METRICS_REFRESH_INTERVAL", 10.0, minimum=0.1))
+                       get_float(settings, "METRICS_REFRESH_INTERVAL", minimum=0.1))
         crawler.signals.connect(endpoint.engine_started, signal=signals.engine_started)
         crawler.signals.connect(endpoint.engine_stopped, signal=signals.engine_stopped)
         return endpoint

@@ -35,7 +35,7 @@ from crawler.ops.figures import FrontierFigures, Progress, delta, progress_line,
 from crawler.ops.timeline import Sample, Timeline
 from crawler.ops.view import frontier_figures
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
-from crawler.settings_parsing import get_bool, get_float
+from crawler.settings_parsing import get_bool, get_float, setting
 
 if TYPE_CHECKING:
     from typing import Self
@@ -65,12 +65,12 @@ class ProgressReporter:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         settings = crawler.settings
-        interval = get_float(settings, "PROGRESS_INTERVAL", 30.0, minimum=0.0)
+        interval = get_float(settings, "PROGRESS_INTERVAL", minimum=0.0)
         if interval <= 0:
             raise NotConfigured
         report = None
-        if get_bool(settings, "REPORT_ENABLED", True):
-            default = Path(settings.get("CRAWL_DATA_DIR") or "crawl-data") / crawl_id_for(crawler) / "report.html"
+        if get_bool(settings, "REPORT_ENABLED"):
+            default = Path(setting(settings, "CRAWL_DATA_DIR")) / crawl_id_for(crawler) / "report.html"
             report = Path(settings.get("REPORT_PATH") or default)
         reporter = cls(crawler, interval, report)
         crawler.signals.connect(reporter.engine_started, signal=signals.engine_started)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
-from crawler.settings_parsing import get_bool, get_int
+from crawler.settings_parsing import get_bool, get_int, setting
 
 if TYPE_CHECKING:
     from typing import Self
@@ -48,11 +48,11 @@ class RuntimeTuning:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         settings = crawler.settings
-        gc_freeze = get_bool(settings, "TUNING_GC_FREEZE", True)
-        threshold = get_int(settings, "TUNING_GC_GEN0_THRESHOLD", 50_000, minimum=0)
+        gc_freeze = get_bool(settings, "TUNING_GC_FREEZE")
+        threshold = get_int(settings, "TUNING_GC_GEN0_THRESHOLD", minimum=0)
         log_level = None
-        if get_bool(settings, "TUNING_LOG_GATE", True):
-            level = logging.getLevelName(str(settings.get("LOG_LEVEL", "DEBUG")).upper())
+        if get_bool(settings, "TUNING_LOG_GATE"):
+            level = logging.getLevelName(str(setting(settings, "LOG_LEVEL")).upper())
             log_level = level if isinstance(level, int) else None
         if not gc_freeze and not threshold and log_level is None:
             raise NotConfigured

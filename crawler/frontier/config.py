@@ -18,7 +18,7 @@ ROBOTS_MIDDLEWARE = "crawler.middlewares.robots.RobotsTxtMiddleware"
 def robots_first(settings: BaseSettings) -> bool:
     """Whether the frontier hands out a host's robots.txt before its pages: robots.txt is
     enforced (``ROBOTS_ENABLED``) by the crawler's middleware, which is in ``DOWNLOADER_MIDDLEWARES``."""
-    if not get_bool(settings, "ROBOTS_ENABLED", True):
+    if not get_bool(settings, "ROBOTS_ENABLED"):
         return False
     middlewares = settings.getwithbase("DOWNLOADER_MIDDLEWARES")
     return any(
@@ -82,32 +82,32 @@ class FrontierConfig:
                 "FRONTIER_CRAWL_ID",
                 f"{crawl_id!r} is not a valid crawl id (letters, digits, '_', '.', '-'; at most 100)",
             )
-        concurrency = get_int(settings, "CONCURRENT_REQUESTS", 16, minimum=1)
-        weights = get_int_list(settings, "FRONTIER_QUEUE_WEIGHTS", (8, 4, 2, 1), minimum=1)
+        concurrency = get_int(settings, "CONCURRENT_REQUESTS", minimum=1)
+        weights = get_int_list(settings, "FRONTIER_QUEUE_WEIGHTS", minimum=1)
         if len(weights) < 3:
             raise ConfigurationError("FRONTIER_QUEUE_WEIGHTS", f"needs at least 3 priority levels, got {weights!r}")
         if len(weights) > 16:
             raise ConfigurationError("FRONTIER_QUEUE_WEIGHTS", f"at most 16 priority levels, got {len(weights)}")
-        active = get_int(settings, "FRONTIER_ACTIVE_HOSTS", 200_000, minimum=1)
-        lease = get_float(settings, "FRONTIER_LEASE_TIMEOUT", 60.0, minimum=1.0)
+        active = get_int(settings, "FRONTIER_ACTIVE_HOSTS", minimum=1)
+        lease = get_float(settings, "FRONTIER_LEASE_TIMEOUT", minimum=1.0)
         return cls(
             crawl_id=crawl_id,
-            min_delay=get_float(settings, "FRONTIER_MIN_DELAY", 1.0, minimum=0.0),
-            delay_factor=get_float(settings, "FRONTIER_DELAY_FACTOR", 10.0, minimum=0.0),
-            max_delay=get_float(settings, "FRONTIER_MAX_DELAY", 300.0, minimum=0.0),
+            min_delay=get_float(settings, "FRONTIER_MIN_DELAY", minimum=0.0),
+            delay_factor=get_float(settings, "FRONTIER_DELAY_FACTOR", minimum=0.0),
+            max_delay=get_float(settings, "FRONTIER_MAX_DELAY", minimum=0.0),
             queue_weights=weights,
             active_hosts=active,
             lease_timeout=lease,
-            idle_poll=get_float(settings, "FRONTIER_IDLE_POLL", 1.0, minimum=0.01),
-            refill_batch=get_int(settings, "FRONTIER_REFILL_BATCH", 1000, minimum=1),
-            enqueue_batch=get_int(settings, "FRONTIER_ENQUEUE_BATCH", 500, minimum=1),
-            local_seen_size=get_int(settings, "FRONTIER_LOCAL_SEEN_SIZE", 200_000, minimum=0),
+            idle_poll=get_float(settings, "FRONTIER_IDLE_POLL", minimum=0.01),
+            refill_batch=get_int(settings, "FRONTIER_REFILL_BATCH", minimum=1),
+            enqueue_batch=get_int(settings, "FRONTIER_ENQUEUE_BATCH", minimum=1),
+            local_seen_size=get_int(settings, "FRONTIER_LOCAL_SEEN_SIZE", minimum=0),
             concurrency=concurrency,
-            host_page_budget=get_int(settings, "HOST_PAGE_BUDGET", 50_000, minimum=0),
-            domain_page_budget=get_int(settings, "DOMAIN_PAGE_BUDGET", 200_000, minimum=0),
-            inlink_cells=get_int(settings, "PRIORITY_INLINK_CELLS", 4_194_304, minimum=0),
-            due_batch=get_int(settings, "RECRAWL_DRAIN_BATCH", 500, minimum=1),
-            sleep_horizon=get_float(settings, "FRONTIER_SLEEP_HORIZON", 30.0, minimum=0.0),
+            host_page_budget=get_int(settings, "HOST_PAGE_BUDGET", minimum=0),
+            domain_page_budget=get_int(settings, "DOMAIN_PAGE_BUDGET", minimum=0),
+            inlink_cells=get_int(settings, "PRIORITY_INLINK_CELLS", minimum=0),
+            due_batch=get_int(settings, "RECRAWL_DRAIN_BATCH", minimum=1),
+            sleep_horizon=get_float(settings, "FRONTIER_SLEEP_HORIZON", minimum=0.0),
             robots_first=robots_first(settings),
             politeness_key=PolitenessKey.from_settings(settings),
         )

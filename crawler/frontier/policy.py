@@ -33,7 +33,7 @@ class PolitenessKey(Enum):
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> PolitenessKey:
-        return get_choice(settings, "FRONTIER_POLITENESS_KEY", cls, cls.HOST)
+        return get_choice(settings, "FRONTIER_POLITENESS_KEY", cls)
 
     @property
     def grouping(self) -> int:

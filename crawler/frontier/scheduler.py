@@ -233,7 +233,7 @@ class FrontierScheduler(BaseScheduler):
             host_quality=HostQualityCache.for_crawler(crawler),
             clock=CrawlClock.from_settings(settings),
             mode=RecrawlMode.from_settings(settings),
-            drain_interval=get_float(settings, "RECRAWL_DRAIN_INTERVAL", 5.0, minimum=0.1),
+            drain_interval=get_float(settings, "RECRAWL_DRAIN_INTERVAL", minimum=0.1),
             resolver=resolver_from_settings(settings, crawler.stats)
             if config.politeness_key is PolitenessKey.IP else None,
         )

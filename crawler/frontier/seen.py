@@ -56,8 +56,8 @@ class SeenConfig:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> SeenConfig:
-        expected = get_int(settings, "SEEN_EXPECTED_URLS", 100_000_000, minimum=1000)
-        rate = get_float(settings, "SEEN_FALSE_POSITIVE_RATE", 0.01, minimum=1e-9)
+        expected = get_int(settings, "SEEN_EXPECTED_URLS", minimum=1000)
+        rate = get_float(settings, "SEEN_FALSE_POSITIVE_RATE", minimum=1e-9)
         if rate >= 0.5:
             raise ConfigurationError("SEEN_FALSE_POSITIVE_RATE", f"must be below 0.5, got {rate}")
         return cls.sized(expected, rate)

@@ -38,7 +38,7 @@ from crawler.frontier.config import FrontierConfig
 from crawler.frontier.keys import FrontierKeys
 from crawler.frontier.seen import SeenConfig
 from crawler.redisconn.config import RedisConfig
-from crawler.settings_parsing import get_int
+from crawler.settings_parsing import get_int, is_set
 from crawler.urls import NORMALIZATION_VERSION
 from crawler.urls.domains import RegisteredDomains
 
@@ -53,8 +53,9 @@ MAX_SHARDS = 1024
 
 def shard_count(settings: BaseSettings, crawl_id: str) -> int:
     """``FRONTIER_SHARDS``, or the default for the configured Redis (1; 16 on a cluster)."""
-    default = CLUSTER_DEFAULT_SHARDS if RedisConfig.from_settings(settings, crawl_id).cluster_nodes else 1
-    count = get_int(settings, "FRONTIER_SHARDS", default, minimum=1)
+    if not is_set(settings, "FRONTIER_SHARDS"):
+        return CLUSTER_DEFAULT_SHARDS if RedisConfig.from_settings(settings, crawl_id).cluster_nodes else 1
+    count = get_int(settings, "FRONTIER_SHARDS", minimum=1)
     if count > MAX_SHARDS:
         raise ConfigurationError("FRONTIER_SHARDS", f"at most {MAX_SHARDS}, got {count}")
     return count

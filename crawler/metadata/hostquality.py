@@ -38,7 +38,7 @@ class HostQualityCache:
     def for_crawler(cls, crawler: Crawler) -> HostQualityCache:
         cache = _caches.get(crawler)
         if cache is None:
-            cache = cls(get_int(crawler.settings, "PRIORITY_HOST_CACHE_SIZE", 10_000, minimum=1))
+            cache = cls(get_int(crawler.settings, "PRIORITY_HOST_CACHE_SIZE", minimum=1))
             _caches[crawler] = cache
         return cache
 

@@ -27,7 +27,7 @@ from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddlewa
 from scrapy.exceptions import IgnoreRequest, StopDownload
 
 from crawler.meta import EXPECTED_TYPES_META, ORIGINAL_ENCODING_META, ROBOTS_META
-from crawler.settings_parsing import get_int
+from crawler.settings_parsing import get_int, get_list
 from crawler.sitemaps import SITEMAP_META
 
 if TYPE_CHECKING:
@@ -60,11 +60,11 @@ class FetchLimitsMiddleware:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         settings = crawler.settings
-        types = settings.getlist("FETCH_ALLOWED_CONTENT_TYPES", list(DEFAULT_CONTENT_TYPES))
+        types = get_list(settings, "FETCH_ALLOWED_CONTENT_TYPES")
         assert crawler.stats is not None
         middleware = cls(
             frozenset(t.strip().lower() for t in types if t.strip()),
-            get_int(settings, "DOWNLOAD_WARNSIZE", 0, minimum=0),
+            get_int(settings, "DOWNLOAD_WARNSIZE", minimum=0),
             crawler.stats,
         )
         crawler.signals.connect(middleware._headers_received, signal=signals.headers_received)

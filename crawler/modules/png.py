@@ -30,7 +30,7 @@ MODULE = "png"
 class PngImagesModule:
     @classmethod
     def from_crawler(cls, crawler: Any) -> Self:
-        if not get_bool(crawler.settings, "PNG_MODULE_ENABLED", False):
+        if not get_bool(crawler.settings, "PNG_MODULE_ENABLED"):
             raise NotConfigured
         return cls()
 

@@ -20,7 +20,7 @@ class TextModule:
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> Self:
-        return cls(get_int(crawler.settings, "DEDUP_MAX_WORDS", 2000, minimum=1))
+        return cls(get_int(crawler.settings, "DEDUP_MAX_WORDS", minimum=1))
 
     def process(self, page: Page) -> Iterator[Request]:
         text = visible_text(page.tree)

@@ -41,9 +41,9 @@ class DedupPipeline:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        if not get_bool(crawler.settings, "DEDUP_ENABLED", True):
+        if not get_bool(crawler.settings, "DEDUP_ENABLED"):
             raise NotConfigured
-        distance = get_int(crawler.settings, "DEDUP_SIMHASH_DISTANCE", 3, minimum=0)
+        distance = get_int(crawler.settings, "DEDUP_SIMHASH_DISTANCE", minimum=0)
         if distance > 3:
             # 4 blocks of 16 bits: the pigeonhole guarantee holds up to distance 3.
             from crawler.exceptions import ConfigurationError

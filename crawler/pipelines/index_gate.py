@@ -27,7 +27,7 @@ class IndexGatePipeline:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        if not get_bool(crawler.settings, "INDEX_GATE_ENABLED", True):
+        if not get_bool(crawler.settings, "INDEX_GATE_ENABLED"):
             raise NotConfigured
         return cls(crawler.stats)
 

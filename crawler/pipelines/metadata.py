@@ -28,10 +28,10 @@ from crawler.metadata.store import PAGE_ERROR, PAGE_NEAR_DUPLICATE, UrlMetadataS
 from crawler.policy.clock import CrawlClock
 from crawler.policy.priority import HostQuality
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
-from crawler.settings_parsing import get_bool, get_float, get_int
+from crawler.settings_parsing import get_bool, get_float, get_int, is_set
 from crawler.urls import NormalizationConfig, UrlError, normalize_url, url_fingerprint
-from crawler.urls.normalize import DEFAULT_CONFIG as DEFAULT_NORMALIZATION
 from crawler.urls.fingerprint import bloom_positions
+from crawler.urls.normalize import DEFAULT_CONFIG as DEFAULT_NORMALIZATION
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -44,9 +44,9 @@ def repeat_window_setting(settings: Any) -> int:
 
     Shorter than any planned revisit, longer than a lease expiry and requeue.
     """
-    minimum = get_float(settings, "RECRAWL_MIN_INTERVAL", 3600.0, minimum=0.0)
-    default = int(min(600.0, minimum / 2))
-    return get_int(settings, "METADATA_REPEAT_WINDOW", default, minimum=0)
+    if not is_set(settings, "METADATA_REPEAT_WINDOW"):
+        return int(min(600.0, get_float(settings, "RECRAWL_MIN_INTERVAL", minimum=0.0) / 2))
+    return get_int(settings, "METADATA_REPEAT_WINDOW", minimum=0)
 
 
 class UrlMetadataPipeline:
@@ -80,16 +80,16 @@ class UrlMetadataPipeline:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         settings = crawler.settings
-        if not get_bool(settings, "METADATA_ENABLED", True):
+        if not get_bool(settings, "METADATA_ENABLED"):
             raise NotConfigured
         return cls(
             RedisProvider.for_crawler(crawler),
             ShardRouter.from_settings(settings, crawl_id_for(crawler)),
-            get_int(settings, "METADATA_CHANGE_DISTANCE", 3, minimum=0),
+            get_int(settings, "METADATA_CHANGE_DISTANCE", minimum=0),
             crawler.stats,
             clock=CrawlClock.from_settings(settings),
             seen=SeenConfig.from_settings(settings),
-            inlink_cells=get_int(settings, "PRIORITY_INLINK_CELLS", 4_194_304, minimum=0),
+            inlink_cells=get_int(settings, "PRIORITY_INLINK_CELLS", minimum=0),
             host_quality=HostQualityCache.for_crawler(crawler),
             repeat_window=repeat_window_setting(settings),
             normalization=NormalizationConfig.from_settings(settings),

@@ -82,7 +82,7 @@ class RecrawlPipeline:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         settings = crawler.settings
-        if not get_bool(settings, "RECRAWL_ENABLED", True):
+        if not get_bool(settings, "RECRAWL_ENABLED"):
             raise NotConfigured
         config = FrontierConfig.from_settings(settings, crawl_id_for(crawler))
         return cls(

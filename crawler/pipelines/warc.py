@@ -22,7 +22,7 @@ from scrapy.exceptions import NotConfigured
 import crawler
 from crawler.items import PageItem
 from crawler.redisconn.provider import crawl_id_for
-from crawler.settings_parsing import get_bool, get_float, get_int
+from crawler.settings_parsing import get_bool, get_float, get_int, setting
 from crawler.warc.records import Fetch, RecordBuilder, RevisitProfile
 from crawler.warc.store import Uploader, WarcStoreConfig, spooled_files
 from crawler.warc.writer import ClosedFile, EncodedRecord, WarcFileWriter, recover_open_files
@@ -38,7 +38,7 @@ def job_dir(crawler: Crawler) -> Path:
     jobdir = settings.get("JOBDIR")
     if jobdir:
         return Path(jobdir)
-    return Path(settings.get("CRAWL_DATA_DIR") or "crawl-data") / crawl_id_for(crawler)
+    return Path(setting(settings, "CRAWL_DATA_DIR")) / crawl_id_for(crawler)
 
 
 class WarcPipeline:
@@ -61,15 +61,15 @@ class WarcPipeline:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         settings = crawler.settings
-        if not get_bool(settings, "WARC_ENABLED", True):
+        if not get_bool(settings, "WARC_ENABLED"):
             raise NotConfigured
         return cls(
             crawler,
             WarcStoreConfig.from_settings(settings, job_dir(crawler)),
-            get_int(settings, "WARC_MAX_SIZE", 1_000_000_000, minimum=1024),
-            get_bool(settings, "WARC_METADATA_RECORDS", True),
-            get_float(settings, "WARC_UPLOAD_CLOSE_TIMEOUT", 60.0, minimum=0.0),
-            get_int(settings, "WARC_GZIP_LEVEL", 6, minimum=1, maximum=9),
+            get_int(settings, "WARC_MAX_SIZE", minimum=1024),
+            get_bool(settings, "WARC_METADATA_RECORDS"),
+            get_float(settings, "WARC_UPLOAD_CLOSE_TIMEOUT", minimum=0.0),
+            get_int(settings, "WARC_GZIP_LEVEL", minimum=1, maximum=9),
         )
 
     def _warcinfo(self) -> dict[str, Any]:

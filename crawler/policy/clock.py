@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from scrapy.settings import BaseSettings
 
-from crawler.settings_parsing import get_float
+from crawler.settings_parsing import get_float, is_set
 
 
 @dataclass(frozen=True)
@@ -42,9 +42,10 @@ class CrawlClock:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> CrawlClock:
-        scale = get_float(settings, "RECRAWL_TIME_SCALE", 1.0, minimum=1.0)
-        epoch = get_float(settings, "RECRAWL_TIME_EPOCH", _STARTED, minimum=0.0)
-        return cls(scale, epoch, get_float(settings, "RECRAWL_TIME_OFFSET", 0.0))
+        scale = get_float(settings, "RECRAWL_TIME_SCALE", minimum=1.0)
+        epoch = get_float(settings, "RECRAWL_TIME_EPOCH", minimum=0.0) if is_set(settings, "RECRAWL_TIME_EPOCH") \
+            else _STARTED
+        return cls(scale, epoch, get_float(settings, "RECRAWL_TIME_OFFSET"))
 
 
 _STARTED = time.time()

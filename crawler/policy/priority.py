@@ -37,7 +37,7 @@ from pathlib import Path
 from scrapy.settings import BaseSettings
 
 from crawler.exceptions import ConfigurationError
-from crawler.settings_parsing import get_float, get_int
+from crawler.settings_parsing import get_dict, get_float, get_int
 
 DEFAULT_WEIGHTS = {
     "inlinks": 0.5,
@@ -91,7 +91,7 @@ class PriorityPolicy:
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> PriorityPolicy:
         weights = dict(DEFAULT_WEIGHTS)
-        for name, value in settings.getdict("PRIORITY_WEIGHTS").items():
+        for name, value in get_dict(settings, "PRIORITY_WEIGHTS").items():
             if name not in DEFAULT_WEIGHTS:
                 known = ", ".join(sorted(DEFAULT_WEIGHTS))
                 raise ConfigurationError("PRIORITY_WEIGHTS", f"unknown signal {name!r} (known: {known})")
@@ -99,7 +99,7 @@ class PriorityPolicy:
                 weights[name] = float(value)
             except (TypeError, ValueError):
                 raise ConfigurationError("PRIORITY_WEIGHTS", f"{name}: expected a number, got {value!r}") from None
-        importance = {str(h).lower(): float(v) for h, v in settings.getdict("PRIORITY_HOST_IMPORTANCE").items()}
+        importance = {str(h).lower(): float(v) for h, v in get_dict(settings, "PRIORITY_HOST_IMPORTANCE").items()}
         path = settings.get("PRIORITY_HOST_IMPORTANCE_FILE")
         if path:
             try:
@@ -109,16 +109,16 @@ class PriorityPolicy:
                         importance[parts[0].lower()] = float(parts[1])
             except (OSError, ValueError) as exc:
                 raise ConfigurationError("PRIORITY_HOST_IMPORTANCE_FILE", f"cannot read {path!r}: {exc}") from None
-        minimum, maximum = get_int(settings, "PRIORITY_MIN", -2), get_int(settings, "PRIORITY_MAX", 1)
+        minimum, maximum = get_int(settings, "PRIORITY_MIN"), get_int(settings, "PRIORITY_MAX")
         if maximum < minimum:
             raise ConfigurationError("PRIORITY_MAX", f"must not be below PRIORITY_MIN ({minimum}), got {maximum}")
         return cls(
             weights=weights,
             minimum=minimum,
             maximum=maximum,
-            min_host_pages=get_int(settings, "PRIORITY_MIN_HOST_PAGES", 20, minimum=1),
+            min_host_pages=get_int(settings, "PRIORITY_MIN_HOST_PAGES", minimum=1),
             host_importance=importance,
-            sitemap_fresh_seconds=get_float(settings, "PRIORITY_SITEMAP_FRESH_DAYS", 7.0, minimum=0.0) * 86400.0,
+            sitemap_fresh_seconds=get_float(settings, "PRIORITY_SITEMAP_FRESH_DAYS", minimum=0.0) * 86400.0,
         )
 
     def is_fresh(self, lastmod: float | None, now: float) -> bool:

@@ -53,7 +53,7 @@ class RecrawlMode(Enum):
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> RecrawlMode:
-        return get_choice(settings, "RECRAWL_MODE", cls, cls.BATCH)
+        return get_choice(settings, "RECRAWL_MODE", cls)
 
 
 @dataclass(frozen=True)
@@ -94,11 +94,11 @@ class RecrawlPolicy:
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> RecrawlPolicy:
         policy = cls(
-            min_interval=get_float(settings, "RECRAWL_MIN_INTERVAL", 3600.0, minimum=0.0),
-            max_interval=get_float(settings, "RECRAWL_MAX_INTERVAL", 30 * 86400.0, minimum=0.0),
-            initial_interval=get_float(settings, "RECRAWL_INITIAL_INTERVAL", 86400.0, minimum=0.0),
-            change_fraction=get_float(settings, "RECRAWL_CHANGE_FRACTION", 0.5, minimum=0.01),
-            importance_boost=get_float(settings, "RECRAWL_IMPORTANCE_BOOST", 1.0, minimum=0.0),
+            min_interval=get_float(settings, "RECRAWL_MIN_INTERVAL", minimum=0.0),
+            max_interval=get_float(settings, "RECRAWL_MAX_INTERVAL", minimum=0.0),
+            initial_interval=get_float(settings, "RECRAWL_INITIAL_INTERVAL", minimum=0.0),
+            change_fraction=get_float(settings, "RECRAWL_CHANGE_FRACTION", minimum=0.01),
+            importance_boost=get_float(settings, "RECRAWL_IMPORTANCE_BOOST", minimum=0.0),
         )
         if policy.max_interval < policy.min_interval:
             raise ConfigurationError("RECRAWL_MAX_INTERVAL", "must not be below RECRAWL_MIN_INTERVAL")

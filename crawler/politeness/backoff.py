@@ -47,15 +47,15 @@ class BackoffPolicy:
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> BackoffPolicy:
         return cls(
-            throttle_base=get_float(settings, "BACKOFF_BASE_DELAY", 5.0, minimum=0.0),
-            throttle_max=get_float(settings, "BACKOFF_MAX_DELAY", 3600.0, minimum=0.0),
-            park_after=get_int(settings, "HOST_PARK_AFTER", 5, minimum=1),
-            park_base=get_float(settings, "HOST_PARK_BASE_DELAY", 60.0, minimum=0.0),
-            park_max=get_float(settings, "HOST_PARK_MAX_DELAY", 6 * 3600.0, minimum=0.0),
-            retry_base=get_float(settings, "RETRY_BASE_DELAY", 30.0, minimum=0.0),
-            retry_max=get_float(settings, "RETRY_MAX_DELAY", 3600.0, minimum=0.0),
-            max_retries=get_int(settings, "RETRY_MAX_RETRIES", 3, minimum=0),
-            max_throttled=get_int(settings, "RETRY_MAX_THROTTLED", 10, minimum=0),
+            throttle_base=get_float(settings, "BACKOFF_BASE_DELAY", minimum=0.0),
+            throttle_max=get_float(settings, "BACKOFF_MAX_DELAY", minimum=0.0),
+            park_after=get_int(settings, "HOST_PARK_AFTER", minimum=1),
+            park_base=get_float(settings, "HOST_PARK_BASE_DELAY", minimum=0.0),
+            park_max=get_float(settings, "HOST_PARK_MAX_DELAY", minimum=0.0),
+            retry_base=get_float(settings, "RETRY_BASE_DELAY", minimum=0.0),
+            retry_max=get_float(settings, "RETRY_MAX_DELAY", minimum=0.0),
+            max_retries=get_int(settings, "RETRY_MAX_RETRIES", minimum=0),
+            max_throttled=get_int(settings, "RETRY_MAX_THROTTLED", minimum=0),
         )
 
     def throttle_delay(self, level: int) -> float:

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from scrapy.settings import BaseSettings
 
 from crawler.exceptions import ConfigurationError
-from crawler.settings_parsing import get_float
+from crawler.settings_parsing import get_float, setting
 
 _SCHEMES = ("redis", "rediss", "unix")
 CLUSTER_SCHEME = "redis+cluster"
@@ -83,14 +83,14 @@ class RedisConfig:
             if scheme != "unix" and not parts.hostname:
                 raise ConfigurationError("REDIS_URL", f"{url!r} names no host")
         jobdir = settings.get("JOBDIR")
-        data_root = Path(settings.get("CRAWL_DATA_DIR") or "crawl-data")
+        data_root = Path(setting(settings, "CRAWL_DATA_DIR"))
         default_dir = Path(jobdir) / "redis" if jobdir else data_root / crawl_id / "redis"
         embedded_dir = Path(settings.get("REDIS_EMBEDDED_DIR") or default_dir)
         return cls(
             url=url,
             embedded_dir=embedded_dir,
-            server_binary=str(settings.get("REDIS_SERVER_BINARY") or "redis-server"),
-            connect_timeout=get_float(settings, "REDIS_CONNECT_TIMEOUT", 10.0, minimum=0.1),
+            server_binary=str(setting(settings, "REDIS_SERVER_BINARY")),
+            connect_timeout=get_float(settings, "REDIS_CONNECT_TIMEOUT", minimum=0.1),
             cluster_nodes=cluster_nodes,
         )
 

@@ -44,11 +44,11 @@ class OutagePolicy:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> OutagePolicy:
-        base = get_float(settings, "REDIS_RETRY_DELAY", 0.5, minimum=0.01)
+        base = get_float(settings, "REDIS_RETRY_DELAY", minimum=0.01)
         return cls(
-            timeout=get_float(settings, "REDIS_OUTAGE_TIMEOUT", 300.0, minimum=0.0),
+            timeout=get_float(settings, "REDIS_OUTAGE_TIMEOUT", minimum=0.0),
             base_delay=base,
-            max_delay=get_float(settings, "REDIS_RETRY_MAX_DELAY", 10.0, minimum=base),
+            max_delay=get_float(settings, "REDIS_RETRY_MAX_DELAY", minimum=base),
         )
 
     async def call(

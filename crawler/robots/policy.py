@@ -147,16 +147,16 @@ class RobotsConfig:
     def from_settings(cls, settings: BaseSettings) -> RobotsConfig:
         token = robots_token(settings)
         return cls(
-            enabled=get_bool(settings, "ROBOTS_ENABLED", True),
+            enabled=get_bool(settings, "ROBOTS_ENABLED"),
             user_agent_token=token,
-            cache_ttl=get_float(settings, "ROBOTS_CACHE_TTL", 86400.0, minimum=1.0),
-            max_crawl_delay=get_float(settings, "ROBOTS_MAX_CRAWL_DELAY", 60.0, minimum=0.0),
-            max_bytes=get_int(settings, "ROBOTS_MAX_BYTES", 500 * 1024, minimum=1024),
-            retry_delay=get_float(settings, "ROBOTS_RETRY_DELAY", 60.0, minimum=0.0),
-            retry_max_delay=get_float(settings, "ROBOTS_RETRY_MAX_DELAY", 86400.0, minimum=0.0),
-            max_failures=get_int(settings, "ROBOTS_MAX_FAILURES", 5, minimum=1),
-            local_cache_size=get_int(settings, "ROBOTS_LOCAL_CACHE_SIZE", 10_000, minimum=1),
-            max_sitemaps=get_int(settings, "ROBOTS_MAX_SITEMAPS", 50, minimum=0),
+            cache_ttl=get_float(settings, "ROBOTS_CACHE_TTL", minimum=1.0),
+            max_crawl_delay=get_float(settings, "ROBOTS_MAX_CRAWL_DELAY", minimum=0.0),
+            max_bytes=get_int(settings, "ROBOTS_MAX_BYTES", minimum=1024),
+            retry_delay=get_float(settings, "ROBOTS_RETRY_DELAY", minimum=0.0),
+            retry_max_delay=get_float(settings, "ROBOTS_RETRY_MAX_DELAY", minimum=0.0),
+            max_failures=get_int(settings, "ROBOTS_MAX_FAILURES", minimum=1),
+            local_cache_size=get_int(settings, "ROBOTS_LOCAL_CACHE_SIZE", minimum=1),
+            max_sitemaps=get_int(settings, "ROBOTS_MAX_SITEMAPS", minimum=0),
         )
 
     def retry_after(self, failures: int) -> float:

@@ -34,7 +34,7 @@ from crawler.meta import ORIGINAL_ENCODING_META, REVISIT_META
 from crawler.modules.base import Page, PageModule, build_modules
 from crawler.policy.recrawl import RecrawlMode
 from crawler.seeds import load_seeds
-from crawler.settings_parsing import get_int
+from crawler.settings_parsing import get_dict, get_int
 from crawler.sitemaps import (
     FROM_SITEMAP_META,
     SITEMAP_LASTMOD_META,
@@ -97,10 +97,10 @@ class WebSpider(Spider):
         # URLs this process has already handed to the scheduler: most links on
         # a site repeat (navigation), and skipping them here avoids building a
         # Request for each. The frontier's seen set stays the authority.
-        spider._emitted = BoundedSet(get_int(crawler.settings, "WEB_LINK_CACHE_SIZE", 200_000, minimum=0))
-        spider.max_redirects = get_int(crawler.settings, "REDIRECT_MAX_TIMES", 5, minimum=0)
+        spider._emitted = BoundedSet(get_int(crawler.settings, "WEB_LINK_CACHE_SIZE", minimum=0))
+        spider.max_redirects = get_int(crawler.settings, "REDIRECT_MAX_TIMES", minimum=0)
         spider.sitemaps = SitemapSettings.from_settings(crawler.settings)
-        modules = crawler.settings.getdict("WEB_PAGE_MODULES", DEFAULT_MODULES)
+        modules = get_dict(crawler.settings, "WEB_PAGE_MODULES")
         spider.modules = build_modules(crawler, [path for path, order in sorted(modules.items(), key=lambda kv: kv[1])
                                                  if order is not None])
         return spider

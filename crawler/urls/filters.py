@@ -37,24 +37,12 @@ from pathlib import Path
 
 from scrapy.settings import BaseSettings
 
+from crawler import defaults
 from crawler.exceptions import ConfigurationError
-from crawler.settings_parsing import get_int
+from crawler.settings_parsing import get_int, get_list
 from crawler.urls.normalize import DEFAULT_CONFIG, NormalizationConfig, UrlError, normalize_url_parts
 
-DEFAULT_DENY_EXTENSIONS = (
-    # images
-    "jpg", "jpeg", "png", "gif", "bmp", "tif", "tiff", "webp", "svg", "ico", "heic", "avif", "psd", "raw",
-    # audio and video
-    "mp3", "wav", "ogg", "oga", "flac", "aac", "m4a", "wma", "mp4", "m4v", "mkv", "webm", "avi", "mov", "wmv",
-    "flv", "mpg", "mpeg", "3gp",
-    # archives and binaries
-    "zip", "rar", "7z", "tar", "gz", "tgz", "bz2", "xz", "zst", "iso", "dmg", "exe", "msi", "bin", "apk", "deb",
-    "rpm", "jar",
-    # documents
-    "pdf", "doc", "docx", "xls", "xlsx", "ppt", "pptx", "odt", "ods", "odp", "rtf", "epub", "ps",
-    # fonts, styles and scripts
-    "woff", "woff2", "ttf", "otf", "eot", "css", "js",
-)
+DEFAULT_DENY_EXTENSIONS = tuple(defaults.URL_DENY_EXTENSIONS)
 
 
 class DropReason(StrEnum):
@@ -96,12 +84,12 @@ class FilterConfig:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> FilterConfig:
-        deny = {e.lower().lstrip(".") for e in settings.getlist("URL_DENY_EXTENSIONS", list(DEFAULT_DENY_EXTENSIONS))}
-        deny -= {e.lower().lstrip(".") for e in settings.getlist("URL_ALLOW_EXTENSIONS", [])}
-        hosts = [h.lower().strip(".") for h in settings.getlist("URL_BLOCKED_HOSTS", [])]
+        deny = {e.lower().lstrip(".") for e in get_list(settings, "URL_DENY_EXTENSIONS")}
+        deny -= {e.lower().lstrip(".") for e in get_list(settings, "URL_ALLOW_EXTENSIONS")}
+        hosts = [h.lower().strip(".") for h in get_list(settings, "URL_BLOCKED_HOSTS")]
         hosts_file = settings.get("URL_BLOCKED_HOSTS_FILE")
         hosts += [h.lower().strip(".") for h in _lines(hosts_file, "URL_BLOCKED_HOSTS_FILE")]
-        patterns = list(settings.getlist("URL_BLOCKED_PATTERNS", []))
+        patterns = list(get_list(settings, "URL_BLOCKED_PATTERNS"))
         patterns += _lines(settings.get("URL_BLOCKED_PATTERNS_FILE"), "URL_BLOCKED_PATTERNS_FILE")
         compiled = None
         if patterns:
@@ -114,15 +102,15 @@ class FilterConfig:
                     ) from None
             compiled = re.compile("|".join(f"(?:{p})" for p in patterns))
         return cls(
-            allowed_schemes=frozenset(s.lower() for s in settings.getlist("URL_ALLOWED_SCHEMES", ["http", "https"])),
-            max_length=get_int(settings, "URL_MAX_LENGTH", 2048, minimum=16),
+            allowed_schemes=frozenset(s.lower() for s in get_list(settings, "URL_ALLOWED_SCHEMES")),
+            max_length=get_int(settings, "URL_MAX_LENGTH", minimum=16),
             deny_extensions=frozenset(deny),
             blocked_hosts=frozenset(hosts),
             blocked_patterns=compiled,
-            allowed_domains=frozenset(d.lower().strip(".") for d in settings.getlist("URL_ALLOWED_DOMAINS", [])),
-            allowed_prefixes=tuple(settings.getlist("URL_ALLOWED_PREFIXES", [])),
-            max_depth=get_int(settings, "URL_MAX_DEPTH", 25, minimum=0),
-            max_segment_repeats=get_int(settings, "URL_MAX_SEGMENT_REPEATS", 2, minimum=1),
+            allowed_domains=frozenset(d.lower().strip(".") for d in get_list(settings, "URL_ALLOWED_DOMAINS")),
+            allowed_prefixes=tuple(get_list(settings, "URL_ALLOWED_PREFIXES")),
+            max_depth=get_int(settings, "URL_MAX_DEPTH", minimum=0),
+            max_segment_repeats=get_int(settings, "URL_MAX_SEGMENT_REPEATS", minimum=1),
             normalization=NormalizationConfig.from_settings(settings),
         )
 

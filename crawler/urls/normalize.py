@@ -49,21 +49,17 @@ from urllib.parse import quote, unquote
 import idna
 from scrapy.settings import BaseSettings
 
+from crawler import defaults
 from crawler.exceptions import CrawlerError
-from crawler.settings_parsing import get_bool
+from crawler.settings_parsing import get_bool, get_list
 
 NORMALIZATION_VERSION = 2
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
-#: Query parameters that only track campaigns and clicks.
-DEFAULT_TRACKING_PARAMS = (
-    "utm_*", "gclid", "gclsrc", "dclid", "gbraid", "wbraid", "fbclid", "msclkid", "yclid", "twclid", "igshid",
-    "mc_cid", "mc_eid", "_ga", "_gl", "_hsenc", "_hsmi", "__hssc", "__hstc", "__hsfp", "mkt_tok", "vero_id",
-    "oly_anon_id", "oly_enc_id",
-)
-#: Query and path parameters that carry a session id.
-DEFAULT_SESSION_PARAMS = ("jsessionid", "phpsessid", "sid", "sessionid", "aspsessionid*", "cfid", "cftoken")
+#: Query parameters that only track campaigns and clicks; ones that carry a session id.
+DEFAULT_TRACKING_PARAMS = tuple(defaults.URL_TRACKING_PARAMS)
+DEFAULT_SESSION_PARAMS = tuple(defaults.URL_SESSION_PARAMS)
 
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 # Characters that may appear unencoded in a path/query (RFC 3986 pchar + "/" + "?"), plus "%".
@@ -89,14 +85,14 @@ class NormalizationConfig:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> NormalizationConfig:
-        tracking = [str(p).lower() for p in settings.getlist("URL_TRACKING_PARAMS", list(DEFAULT_TRACKING_PARAMS))]
-        session = [str(p).lower() for p in settings.getlist("URL_SESSION_PARAMS", list(DEFAULT_SESSION_PARAMS))]
+        tracking = [str(p).lower() for p in get_list(settings, "URL_TRACKING_PARAMS")]
+        session = [str(p).lower() for p in get_list(settings, "URL_SESSION_PARAMS")]
         return cls(
             tracking_params=frozenset(p for p in tracking if not p.endswith("*")),
             tracking_prefixes=tuple(p[:-1] for p in tracking if p.endswith("*")),
             session_params=frozenset(p for p in session if not p.endswith("*")),
             session_prefixes=tuple(p[:-1] for p in session if p.endswith("*")),
-            sort_query=get_bool(settings, "URL_SORT_QUERY", False),
+            sort_query=get_bool(settings, "URL_SORT_QUERY"),
         )
 
     def drops_param(self, name: str) -> bool:

@@ -66,9 +66,9 @@ class WarcStoreConfig:
     @classmethod
     def from_settings(cls, settings: BaseSettings, job_dir: Path) -> WarcStoreConfig:
         store = str(settings.get("WARC_STORE") or "")
-        retry = get_float(settings, "WARC_UPLOAD_RETRY_DELAY", 1.0, minimum=0.01)
-        retry_max = get_float(settings, "WARC_UPLOAD_RETRY_MAX_DELAY", 300.0, minimum=0.01)
-        timeout = get_float(settings, "WARC_UPLOAD_TIMEOUT", 60.0, minimum=0.1)
+        retry = get_float(settings, "WARC_UPLOAD_RETRY_DELAY", minimum=0.01)
+        retry_max = get_float(settings, "WARC_UPLOAD_RETRY_MAX_DELAY", minimum=0.01)
+        timeout = get_float(settings, "WARC_UPLOAD_TIMEOUT", minimum=0.1)
         if store.startswith("s3://"):
             parts = urlsplit(store)
             if not parts.netloc:

@@ -1,0 +1,344 @@
+"""The default of every setting of the crawler's own, in one place (Scrapy's ``default_settings.py`` model).
+
+Grouped by subsystem prefix; each value carries its reason. Components read
+their settings through :mod:`crawler.settings_parsing`, which falls back to
+these values (and to Scrapy's defaults for Scrapy's settings), never to a
+default written at the call site. ``crawler/settings.py`` imports them all, so
+``scrapy settings --get NAME`` answers for every one; the settings reference
+in the docs is generated from this file (``python -m crawler.defaults``).
+
+A value of ``None`` means "unset": the reading component derives it (the
+docstring of the setting's comment says from what).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+from typing import Any
+
+# --- Redis: where the frontier lives (crawler/redisconn) ----------------------------
+# Redis to keep the frontier in; unset means an embedded redis-server per crawl
+# id (the environment variable REDIS_URL works too); redis+cluster://h:p,... for a cluster.
+REDIS_URL = None
+# host:port,host:port of a Redis Cluster (setting or environment variable).
+REDIS_CLUSTER_NODES = None
+# Seconds to wait for Redis (and for the embedded server to start).
+REDIS_CONNECT_TIMEOUT = 10.0
+# Components wait out a Redis outage this long before giving up on an operation.
+REDIS_OUTAGE_TIMEOUT = 300.0
+# Backoff between retries during an outage.
+REDIS_RETRY_DELAY = 0.5
+REDIS_RETRY_MAX_DELAY = 10.0
+# The program of the embedded default.
+REDIS_SERVER_BINARY = "redis-server"
+# Data directory of the embedded server; unset: crawl-data/<crawl id>/redis (JOBDIR/redis with JOBDIR).
+REDIS_EMBEDDED_DIR = None
+# Root of per-crawl data (WARC files, the embedded Redis, the report).
+CRAWL_DATA_DIR = "crawl-data"
+
+# --- The frontier (crawler/frontier) ------------------------------------------------
+# Namespace of the crawl's keys; workers with the same id cooperate. Unset: the spider's name.
+FRONTIER_CRAWL_ID = None
+# Frontier shards, fixed for the life of a crawl; unset: 1 on one Redis, 16 on a cluster.
+FRONTIER_SHARDS = None
+# Politeness: next fetch from a host >= completion + max(MIN_DELAY, min(FACTOR x fetch time, MAX_DELAY)).
+FRONTIER_MIN_DELAY = 1.0
+FRONTIER_DELAY_FACTOR = 10.0
+# A 60 s fetch must not park a host for 10 minutes.
+FRONTIER_MAX_DELAY = 300.0
+# Front-queue weights, highest priority first: 8:4:2:1 of the picks when all
+# levels have URLs, so low priority keeps draining (3 to 16 levels).
+FRONTIER_QUEUE_WEIGHTS = [8, 4, 2, 1]
+# How many hosts hold a back queue is decided by need: a claim that finds
+# fewer ready hosts than free fetch slots opens more. This only bounds the
+# awake ones, for memory (about 650 bytes of Redis each with a queued URL).
+FRONTIER_ACTIVE_HOSTS = 200_000
+# A host that must wait longer than this many seconds (robots.txt retry,
+# backoff, parking, Retry-After, a long Crawl-delay) sleeps outside the awake
+# set until then, its queue kept.
+FRONTIER_SLEEP_HORIZON = 30.0
+# One request at a time and one clock per "host", registered "domain" or "ip" address.
+FRONTIER_POLITENESS_KEY = "host"
+# Seconds a claimed URL stays leased without renewal (renewed every third of it):
+# a worker that dies gives its URLs back after this.
+FRONTIER_LEASE_TIMEOUT = 60.0
+# Seconds an idle worker waits before looking again for work from others.
+FRONTIER_IDLE_POLL = 1.0
+# Front-queue entries moved into back queues per claim, at most (bounds one script's run).
+FRONTIER_REFILL_BATCH = 1000
+# Requests per enqueue script call (bounds one script's run).
+FRONTIER_ENQUEUE_BATCH = 500
+# Fingerprints remembered in-process to skip sending known duplicates to Redis (0 disables).
+FRONTIER_LOCAL_SEEN_SIZE = 200_000
+# URLs enqueued per host / per registered domain, at most (0: none): the
+# single most effective trap defence.
+HOST_PAGE_BUDGET = 50_000
+DOMAIN_PAGE_BUDGET = 200_000
+# The seen set's Bloom filter is sized for this many URLs at this false-positive
+# rate (100 million at 1%: ~114 MiB of Redis).
+SEEN_EXPECTED_URLS = 100_000_000
+SEEN_FALSE_POSITIVE_RATE = 0.01
+
+# --- Priority (crawler/policy/priority.py) ------------------------------------------
+# Weights of the priority signals (a dict; unset keys keep their defaults, see the docs).
+PRIORITY_WEIGHTS: dict[str, float] = {}
+# The priority score is clamped to [PRIORITY_MIN, PRIORITY_MAX] (Scrapy priorities).
+PRIORITY_MIN = -2
+PRIORITY_MAX = 1
+# Per-host importance, 0..1: a dict, or a file of "host score" lines.
+PRIORITY_HOST_IMPORTANCE: dict[str, float] = {}
+PRIORITY_HOST_IMPORTANCE_FILE = None
+# A host's error and near-duplicate rates count once it has this many fetches.
+PRIORITY_MIN_HOST_PAGES = 20
+# Hosts whose quality counters each worker caches.
+PRIORITY_HOST_CACHE_SIZE = 10_000
+# A sitemap lastmod within this many days makes a URL "fresh".
+PRIORITY_SITEMAP_FRESH_DAYS = 7.0
+# Cells of the in-link sketch (8 bits each; 0: in-links not counted).
+PRIORITY_INLINK_CELLS = 4_194_304
+
+# --- Freshness: recrawl by change rate (crawler/policy/recrawl.py) ------------------
+# Schedule the next visit of every fetched page by its observed change rate.
+RECRAWL_ENABLED = True
+# "batch": the crawl ends when nothing is queued or due now; "continuous": it never ends by itself.
+RECRAWL_MODE = "batch"
+# Revisit interval bounds and the first interval, seconds.
+RECRAWL_MIN_INTERVAL = 3600.0
+RECRAWL_MAX_INTERVAL = 30 * 86400.0
+RECRAWL_INITIAL_INTERVAL = 86400.0
+# interval = fraction / change rate / (1 + boost x importance).
+RECRAWL_CHANGE_FRACTION = 0.5
+RECRAWL_IMPORTANCE_BOOST = 1.0
+# Due revisits moved into the frontier per call; seconds between checks of the due set.
+RECRAWL_DRAIN_BATCH = 500
+RECRAWL_DRAIN_INTERVAL = 5.0
+# The crawl clock (simulations): scale above 1 runs it faster than real time
+# from the epoch (unset: when the process started), plus an offset in seconds.
+RECRAWL_TIME_SCALE = 1.0
+RECRAWL_TIME_EPOCH = None
+RECRAWL_TIME_OFFSET = 0.0
+
+# --- URLs: normalization, filters, traps (crawler/urls) ----------------------------
+# Query parameters dropped by normalization: they only track campaigns and clicks ("utm_*": a prefix).
+URL_TRACKING_PARAMS = [
+    "utm_*", "gclid", "gclsrc", "dclid", "gbraid", "wbraid", "fbclid", "msclkid", "yclid", "twclid", "igshid",
+    "mc_cid", "mc_eid", "_ga", "_gl", "_hsenc", "_hsmi", "__hssc", "__hstc", "__hsfp", "mkt_tok", "vero_id",
+    "oly_anon_id", "oly_enc_id",
+]
+# Query and path (;name=value) parameters that carry a session id, dropped.
+URL_SESSION_PARAMS = ["jsessionid", "phpsessid", "sid", "sessionid", "aspsessionid*", "cfid", "cftoken"]
+# Sort query arguments (off: their order can matter to a server).
+URL_SORT_QUERY = False
+# Schemes enqueued, and the longest URL (characters, normalized).
+URL_ALLOWED_SCHEMES = ["http", "https"]
+URL_MAX_LENGTH = 2048
+# File extensions not enqueued (a page module can ask for its media types).
+URL_DENY_EXTENSIONS = [
+    # images
+    "jpg", "jpeg", "png", "gif", "bmp", "tif", "tiff", "webp", "svg", "ico", "heic", "avif", "psd", "raw",
+    # audio and video
+    "mp3", "wav", "ogg", "oga", "flac", "aac", "m4a", "wma", "mp4", "m4v", "mkv", "webm", "avi", "mov", "wmv",
+    "flv", "mpg", "mpeg", "3gp",
+    # archives and binaries
+    "zip", "rar", "7z", "tar", "gz", "tgz", "bz2", "xz", "zst", "iso", "dmg", "exe", "msi", "bin", "apk", "deb",
+    "rpm", "jar",
+    # documents
+    "pdf", "doc", "docx", "xls", "xlsx", "ppt", "pptx", "odt", "ods", "odp", "rtf", "epub", "ps",
+    # fonts, styles and scripts
+    "woff", "woff2", "ttf", "otf", "eot", "css", "js",
+]
+# Extensions allowed even if denied above.
+URL_ALLOW_EXTENSIONS: list[str] = []
+# Blocks and scope (hosts with their subdomains; patterns are regular expressions).
+URL_BLOCKED_HOSTS: list[str] = []
+URL_BLOCKED_HOSTS_FILE = None
+URL_BLOCKED_PATTERNS: list[str] = []
+URL_BLOCKED_PATTERNS_FILE = None
+URL_ALLOWED_DOMAINS: list[str] = []
+URL_ALLOWED_PREFIXES: list[str] = []
+# Trap rules: links from the seed, and repeats of one path segment.
+URL_MAX_DEPTH = 25
+URL_MAX_SEGMENT_REPEATS = 2
+
+# --- Sitemaps (crawler/sitemaps.py) -------------------------------------------------
+# Fetch the sitemaps robots.txt lists, through the frontier.
+SITEMAPS_ENABLED = True
+# Try /sitemap.xml when robots.txt lists none.
+SITEMAPS_FALLBACK = False
+# A sitemap's URLs and bytes (after decompression), at most (the protocol's limits).
+SITEMAP_MAX_URLS = 50_000
+SITEMAP_MAX_BYTES = 50 * 1024 * 1024
+SITEMAP_PRIORITY = 1
+
+# --- Fetching (crawler/downloader) -----------------------------------------------------
+# Seconds to connect (DOWNLOAD_TIMEOUT, Scrapy's, is the whole exchange's).
+FETCH_CONNECT_TIMEOUT = 10.0
+# A server that accepts the connection and sends nothing for this long is
+# taken for dead (its host is parked at once): waiting the whole
+# DOWNLOAD_TIMEOUT on it would hold a download slot for nothing.
+FETCH_FIRST_BYTE_TIMEOUT = 10.0
+# The crawler's lean HTTP/1.1 client ("aiohttp": Scrapy's aiohttp handler).
+FETCH_HTTP_CLIENT = "lean"
+# Idle keep-alive connections kept (0: 4 x CONCURRENT_REQUESTS), closed after FETCH_KEEPALIVE_TIMEOUT s.
+FETCH_MAX_IDLE_CONNECTIONS = 0
+FETCH_KEEPALIVE_TIMEOUT = 15.0
+# Bodies of other types stop downloading when their headers arrive.
+FETCH_ALLOWED_CONTENT_TYPES = ["text/html", "application/xhtml+xml"]
+# Never connect to private, loopback, link-local (cloud metadata), multicast or
+# reserved addresses, checked after DNS. Tests and intranet crawls turn this
+# on, or list ranges in PRIVATE_NETWORKS_ALLOWLIST.
+ALLOW_PRIVATE_NETWORKS = False
+PRIVATE_NETWORKS_ALLOWLIST: list[str] = []
+# The DNS cache: answers kept this long (getaddrinfo gives no TTLs), failures, names at most.
+DNS_CACHE_TTL = 300.0
+DNS_NEGATIVE_TTL = 30.0
+DNS_CACHE_SIZE = 10_000
+# Names answered from this hosts(5) file without a lookup (an intranet, a test web).
+DNS_HOSTS_FILE = None
+
+# --- robots.txt (RFC 9309; crawler/robots) ------------------------------------------
+# Obey robots.txt (a host's robots.txt is then its first request).
+ROBOTS_ENABLED = True
+# The product token our robots.txt group is looked up by; unset: the product
+# token of USER_AGENT, the header we send (Scrapy's ROBOTSTXT_USER_AGENT wins if set).
+ROBOTS_USER_AGENT_TOKEN = None
+# Seconds a decision is shared before robots.txt is fetched again.
+ROBOTS_CACHE_TTL = 86400.0
+# A Crawl-delay above this is crawled at this (and counted).
+ROBOTS_MAX_CRAWL_DELAY = 60.0
+# Bytes parsed (RFC 9309: at least 500 KiB).
+ROBOTS_MAX_BYTES = 500 * 1024
+# An unreachable robots.txt is tried again after this, doubling up to the max.
+ROBOTS_RETRY_DELAY = 60.0
+ROBOTS_RETRY_MAX_DELAY = 86400.0
+# Unreachable this many times in a row: the host's URLs go to the dead letters.
+ROBOTS_MAX_FAILURES = 5
+# Parsed decisions each worker caches (LRU); sitemaps kept per host.
+ROBOTS_LOCAL_CACHE_SIZE = 10_000
+ROBOTS_MAX_SITEMAPS = 50
+
+# --- Retries and backoff (crawler/politeness/backoff.py) ------------------------------
+# Per-URL retries of transient failures, after RETRY_BASE_DELAY x 2^(attempt-1).
+RETRY_MAX_RETRIES = 3
+RETRY_BASE_DELAY = 30.0
+RETRY_MAX_DELAY = 3600.0
+# Per-URL retries of 429/503.
+RETRY_MAX_THROTTLED = 10
+# Host backoff on 429/503 (also caps Retry-After).
+BACKOFF_BASE_DELAY = 5.0
+BACKOFF_MAX_DELAY = 3600.0
+# Parking of a host that keeps failing at the connection level.
+HOST_PARK_AFTER = 5
+HOST_PARK_BASE_DELAY = 60.0
+HOST_PARK_MAX_DELAY = 6 * 3600.0
+
+# --- Storage: WARC, duplicates, URL metadata (crawler/warc, crawler/pipelines) ------
+# Archive every fetch in WARC files (with a CDXJ index beside each).
+WARC_ENABLED = True
+# Where WARC files go: a directory (default crawl-data/<crawl id>/warc/),
+# file:///dir, or s3://bucket/prefix (WARC_S3_ENDPOINT_URL for any S3-compatible store).
+WARC_STORE = None
+WARC_S3_ENDPOINT_URL = None
+# File name prefix; unset: the crawl id.
+WARC_PREFIX = None
+# Rotate at 1 GB, the usual size of archive WARC files.
+WARC_MAX_SIZE = 1_000_000_000
+# gzip level of each record (1-9); 6 is zlib's default balance of speed and size.
+WARC_GZIP_LEVEL = 6
+WARC_METADATA_RECORDS = True
+# S3 uploads: retries of a failed upload, and timeouts of one upload and of the last ones at close.
+WARC_UPLOAD_RETRY_DELAY = 1.0
+WARC_UPLOAD_RETRY_MAX_DELAY = 300.0
+WARC_UPLOAD_TIMEOUT = 60.0
+WARC_UPLOAD_CLOSE_TIMEOUT = 60.0
+# Exact (payload digest) and near (SimHash) duplicate detection.
+DEDUP_ENABLED = True
+# Near duplicates: SimHash distance at most this, over at most this many words.
+DEDUP_SIMHASH_DISTANCE = 3
+DEDUP_MAX_WORDS = 2000
+# The URL metadata store: per URL its state, fetch time, status, digests, validators, change history.
+METADATA_ENABLED = True
+# A fetch counts as a change when its SimHash is further than this from the last one.
+METADATA_CHANGE_DISTANCE = 3
+# Seconds within which the same status and payload again is a repeat delivery,
+# not an observation; unset: half RECRAWL_MIN_INTERVAL, at most 600.
+METADATA_REPEAT_WINDOW = None
+# Stop duplicates before index consumers (pipelines after 600).
+INDEX_GATE_ENABLED = True
+
+# --- The web spider and its page modules (crawler/spiders, crawler/modules) ---------
+# Every step after the HTML parser is a module; PNG_MODULE_ENABLED turns on the example one.
+WEB_PAGE_MODULES = {
+    "crawler.modules.links.LinksModule": 100,
+    "crawler.modules.png.PngImagesModule": 200,
+    "crawler.modules.text.TextModule": 900,
+}
+PNG_MODULE_ENABLED = False
+# URLs the web spider remembers having followed, to skip building requests for repeats.
+WEB_LINK_CACHE_SIZE = 200_000
+
+# --- Operations (crawler/extensions) ------------------------------------------------
+# A progress line every 30 s (0: none), and the crawl's shared totals and
+# timeline in Redis; the crawl report at the end (crawl-data/<crawl id>/report.html).
+PROGRESS_INTERVAL = 30.0
+REPORT_ENABLED = True
+REPORT_PATH = None
+# Prometheus endpoint: off unless a port is given (METRICS_PORT = 9410, say).
+METRICS_PORT = 0
+METRICS_HOST = "127.0.0.1"
+METRICS_REFRESH_INTERVAL = 10.0
+# Freeze start-up objects out of the GC, collect generation 0 every 50,000
+# allocations instead of 700, and stop building log records below LOG_LEVEL.
+TUNING_GC_FREEZE = True
+TUNING_GC_GEN0_THRESHOLD = 50_000
+TUNING_LOG_GATE = True
+
+
+def documented() -> list[tuple[str, Any, str]]:
+    """(name, default, the comment above it) for every setting here, in order."""
+    source = Path(__file__).read_text(encoding="utf-8")
+    lines = source.splitlines()
+    out: list[tuple[str, Any, str]] = []
+    for node in ast.parse(source).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        if not isinstance(target, ast.Name) or not target.id.isupper():
+            continue
+        comment: list[str] = []
+        row = node.lineno - 2
+        while row >= 0 and lines[row].startswith("# ") and not lines[row].startswith("# ---"):
+            comment.insert(0, lines[row][2:])
+            row -= 1
+        # A setting without a comment of its own is one of a group: the comment above it says it.
+        text = " ".join(comment) or (f"(with `{out[-1][0]}`) {out[-1][2]}".replace("(with", "(see", 1)
+                                     if out else "")
+        out.append((target.id, globals()[target.id], text))
+    return out
+
+
+def reference() -> str:
+    """The settings reference, Markdown: one table per section of this file."""
+    out = ["# Settings reference", "",
+           "Generated from `crawler/defaults.py` (`python -m crawler.defaults`), the one place every "
+           "setting of the crawler's own is defined. Scrapy's settings the project changes are in "
+           "`crawler/settings.py`, each with its reason.", ""]
+    source = Path(__file__).read_text(encoding="utf-8").splitlines()
+    sections = {i + 1: line.strip("# -") for i, line in enumerate(source) if line.startswith("# ---")}
+    entries = {name: (value, comment) for name, value, comment in documented()}
+    current = None
+    for number, line in enumerate(source, start=1):
+        if number in sections:
+            current = sections[number].strip()
+            out += ["", f"## {current}", "", "| setting | default | meaning |", "|---|---|---|"]
+            continue
+        name = line.split(" ", 1)[0].split(":", 1)[0]
+        if name in entries and current is not None:
+            value, comment = entries.pop(name)
+            shown = repr(value) if len(repr(value)) <= 60 else "see `crawler/defaults.py`"
+            out.append(f"| `{name}` | `{shown}` | {comment or '(see above)'} |")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(reference())
