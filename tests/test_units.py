@@ -401,3 +401,40 @@ def test_the_settings_reference_is_generated_from_the_defaults() -> None:
         assert f"| `{name}` |" in reference
     rows = re.findall(r"^\| `([A-Z0-9_]+)` \|", reference, re.MULTILINE)
     assert sorted(rows) == sorted(name for name in dir(defaults) if name.isupper())
+
+
+# -- Scrapy internals: each one the crawler uses still works with the pinned Scrapy -----------
+
+
+def test_the_private_scrapy_apis_the_crawler_uses_are_where_it_expects_them() -> None:
+    """A Scrapy upgrade that moves one fails here (crawler/scrapy_internals.py), not in a crawl."""
+    from scrapy import signals
+    from scrapy.http import Headers
+    from scrapy.utils.test import get_crawler
+
+    from crawler import scrapy_internals
+    from crawler.exceptions import ConfigurationError
+
+    crawler = get_crawler()
+    crawler._apply_settings()
+    engine = crawler._create_engine()
+    engine._slot = type("Slot", (), {"inprogress": set(), "nextcall": object()})()
+    inprogress, nextcall = scrapy_internals.engine_slot(engine)
+    assert inprogress == set() and nextcall is engine._slot.nextcall
+    with pytest.raises(ConfigurationError, match="SCHEDULER"):
+        scrapy_internals.engine_slot(None)
+    # A real engine slot, as Scrapy builds it, has both.
+    import inspect
+
+    from scrapy.core.engine import _Slot
+
+    source = inspect.getsource(_Slot.__init__)
+    assert "self.inprogress" in source and "self.nextcall" in source
+    assert not scrapy_internals.has_receivers(crawler.signals.sender, signals.bytes_received)
+    crawler.signals.connect(lambda **kwargs: None, signal=signals.bytes_received, weak=False)
+    assert scrapy_internals.has_receivers(crawler.signals.sender, signals.bytes_received)
+    response = scrapy_internals.make_response(url="http://x.test/", status=200, headers=Headers(), body=b"x")
+    assert response.status == 200 and response.body == b"x"
+    assert callable(scrapy_internals.check_stop_download) and "x.test" in scrapy_internals.get_dataloss_msg(
+        "http://x.test/")
+    assert issubclass(scrapy_internals.AiohttpDownloadHandler, object)

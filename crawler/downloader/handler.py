@@ -48,9 +48,7 @@ from urllib.parse import quote
 
 import aiohttp
 import yarl
-from pydispatch.dispatcher import getAllReceivers, liveReceivers
 from scrapy import signals
-from scrapy.core.downloader.handlers._aiohttp import AiohttpDownloadHandler, _ClientResponse
 from scrapy.exceptions import (
     CannotResolveHostError,
     DownloadConnectionRefusedError,
@@ -61,13 +59,21 @@ from scrapy.exceptions import (
     UnsupportedURLSchemeError,
 )
 from scrapy.http import Headers
-from scrapy.utils._download_handlers import check_stop_download, get_dataloss_msg, get_warnsize_msg, make_response
 from scrapy.utils.httpobj import urlparse_cached
 
 from crawler.downloader import http11
 from crawler.downloader.dns import resolver_from_settings
 from crawler.meta import CONTACTED_META
 from crawler.netguard import AddressPolicy, BlockedAddressError, parse_ip
+from crawler.scrapy_internals import (
+    AiohttpDownloadHandler,
+    _ClientResponse,
+    check_stop_download,
+    get_dataloss_msg,
+    get_warnsize_msg,
+    has_receivers,
+    make_response,
+)
 from crawler.settings_parsing import get_choice, get_float, get_int
 
 if TYPE_CHECKING:
@@ -341,7 +347,7 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
 
     def _chunk_hook(self, request: Request) -> _BytesReceived | None:
         """The ``bytes_received`` signal per piece of body, when anything listens to it."""
-        if next(iter(liveReceivers(getAllReceivers(self._signals.sender, signals.bytes_received))), None) is None:
+        if not has_receivers(self._signals.sender, signals.bytes_received):
             return None
         return _BytesReceived(self.crawler, request)
 

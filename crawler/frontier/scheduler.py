@@ -78,6 +78,7 @@ from crawler.downloader.dns import CachingGuardedResolver, resolver_from_setting
 from crawler.exceptions import CodecError, ConfigurationError, FrontierUnavailableError
 from crawler.frontier.codec import RequestCodec
 from crawler.frontier.config import FrontierConfig
+from crawler.frontier.context import FrontierContext
 from crawler.frontier.outcome import LEASE_META, Handout, LeaseAction
 from crawler.frontier.policy import PolitenessKey, PolitenessPolicy, PriorityLevels
 from crawler.frontier.seen import SeenConfig
@@ -101,6 +102,7 @@ from crawler.policy.recrawl import RecrawlMode, lastmod_epoch
 from crawler.politeness.backoff import BackoffPolicy
 from crawler.redisconn.outage import REDIS_DOWN
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
+from crawler.scrapy_internals import engine_slot
 from crawler.settings_parsing import get_float
 from crawler.sitemaps import FROM_SITEMAP_META, SITEMAP_LASTMOD_META, SITEMAP_META
 from crawler.urls import url_fingerprint
@@ -255,20 +257,12 @@ class FrontierScheduler(BaseScheduler):
         self.codec = RequestCodec(spider)
         for frontier in self.frontiers:
             await frontier.prepare()
-        engine = self.crawler.engine
-        slot = getattr(engine, "_slot", None)
-        if slot is None or not hasattr(slot, "inprogress") or not hasattr(slot, "nextcall"):
-            raise ConfigurationError(
-                "SCHEDULER",
-                "this Scrapy version's engine has no slot with 'inprogress' and 'nextcall'; "
-                "the frontier scheduler needs the Scrapy version pinned in requirements.txt",
-            )
         # The engine's own record of requests still being processed, and its
         # "look for work now" call: the only two engine internals used here.
-        self._inprogress = slot.inprogress
-        self._nextcall = slot.nextcall
+        self._inprogress, self._nextcall = engine_slot(self.crawler.engine)
         self._wake = asyncio.Event()
         self._pump_task = asyncio.ensure_future(self._pump())
+        FrontierContext.for_crawler(self.crawler).attach(self)
         logger.info(
             "Frontier %r open on %s: %d shard%s, min delay %.3g s, delay factor %.3g, %d priority levels %s, "
             "%d active hosts, lease %.0f s, %s mode",
@@ -296,6 +290,7 @@ class FrontierScheduler(BaseScheduler):
 
     async def _close(self, reason: str) -> None:
         self._closing = True
+        FrontierContext.for_crawler(self.crawler).detach(self)
         if self._pump_task is not None:
             self._poke()
             with contextlib.suppress(asyncio.CancelledError):

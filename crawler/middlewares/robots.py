@@ -53,6 +53,7 @@ from scrapy.http.request import NO_CALLBACK
 from crawler.bounded import BoundedSet
 from crawler.downloader.handler import ServerSilentError, TlsError
 from crawler.frontier.config import FrontierConfig
+from crawler.frontier.context import FrontierContext
 from crawler.frontier.outcome import HostSignal, Rescheduled, complete, dead_letter, handout_of, reschedule
 from crawler.frontier.policy import PolitenessPolicy
 from crawler.frontier.shards import ShardRouter
@@ -356,16 +357,15 @@ class RobotsTxtMiddleware:
         if not self.sitemaps.enabled or rules.record.state is RobotsState.UNREACHABLE:
             return
         spider = self.crawler.spider
-        engine = self.crawler.engine
-        enqueue_urls = getattr(engine.scheduler if engine else None, "enqueue_urls", None)
-        if enqueue_urls is None or not callable(getattr(spider, "parse_sitemap", None)):
+        frontier = FrontierContext.for_crawler(self.crawler)
+        if not frontier.attached or not callable(getattr(spider, "parse_sitemap", None)):
             return
         urls = rules.sitemaps(self.config.max_sitemaps)
         if not urls and self.sitemaps.fallback:
             urls = [origin + "/sitemap.xml"]
         if urls:
             self.stats.inc_value("sitemaps/listed", len(urls))
-            enqueue_urls(urls, depth=0, callback="parse_sitemap", priority=self.sitemaps.priority,
+            frontier.enqueue_urls(urls, depth=0, callback="parse_sitemap", priority=self.sitemaps.priority,
                          meta=sitemap_meta(self.sitemaps.max_bytes), exact_seen=True)
 
     def _wait_for_robots(self, request: Request, record: RobotsRecord) -> None:

@@ -29,6 +29,7 @@ from scrapy.exceptions import NotConfigured
 
 from crawler.frontier.codec import RequestCodec
 from crawler.frontier.config import FrontierConfig
+from crawler.frontier.context import FrontierContext
 from crawler.frontier.due import DueSchedule, Revisit, due_member
 from crawler.frontier.policy import PriorityLevels
 from crawler.frontier.shards import ShardRouter
@@ -76,6 +77,8 @@ class RecrawlPipeline:
         self.sitemaps = SitemapSettings.from_settings(crawler.settings)
         #: The crawl's URL normalization (the frontier's keys are built with it).
         self.normalization = NormalizationConfig.from_settings(crawler.settings)
+        #: This process's frontier scheduler, told when to drain the revisits scheduled here.
+        self.frontier = FrontierContext.for_crawler(crawler)
         self.schedule: DueSchedule | None = None
         self.codec: RequestCodec | None = None
 
@@ -128,7 +131,7 @@ class RecrawlPipeline:
             logger.warning("Recrawl schedule unavailable (%s); %s is not scheduled", exc, item.url)
             return item
         self.stats.inc_value("recrawl/scheduled")
-        self._tell_scheduler(entry.due_ms)
+        self.frontier.revisit_scheduled(entry.due_ms)
         if item.status == 304:
             self.stats.inc_value("recrawl/not_modified")
         elif item.changed is True:
@@ -136,13 +139,6 @@ class RecrawlPipeline:
         elif item.changed is False:
             self.stats.inc_value("recrawl/unchanged")
         return item
-
-    def _tell_scheduler(self, due_ms: int) -> None:
-        """Let this process's frontier scheduler know when to drain (if it is one)."""
-        engine = self.crawler.engine
-        hint = getattr(engine.scheduler if engine is not None else None, "revisit_scheduled", None)
-        if hint is not None:
-            hint(due_ms)
 
     def plan(self, item: PageItem, host: str) -> _Plan:
         """The next visit of a fetched page: when, at which priority, with which validators."""

@@ -29,6 +29,7 @@ from scrapy.http import Response
 from selectolax.lexbor import LexborHTMLParser
 
 from crawler.bounded import BoundedSet
+from crawler.frontier.context import FrontierContext
 from crawler.items import PageItem
 from crawler.meta import ORIGINAL_ENCODING_META, REVISIT_META
 from crawler.modules.base import Page, PageModule, build_modules
@@ -238,13 +239,10 @@ class WebSpider(Spider):
             return
         for url in new:
             emitted.add(url)
-        try:
-            scheduler = self.crawler.engine.scheduler
-        except RuntimeError:  # no engine: the spider is used outside a crawl
-            scheduler = None
-        enqueue_urls = getattr(scheduler, "enqueue_urls", None)
-        if enqueue_urls is not None:
-            enqueue_urls(new, depth=depth, callback=callback, priority=priority, meta=meta, exact_seen=exact_seen)
+        frontier = FrontierContext.for_crawler(self.crawler)
+        if frontier.attached:
+            frontier.enqueue_urls(new, depth=depth, callback=callback, priority=priority, meta=meta,
+                                  exact_seen=exact_seen)
             return
         method = getattr(self, callback)
         for url in new:

@@ -1,0 +1,58 @@
+"""Every private Scrapy (and PyDispatcher) API the crawler uses, in one place.
+
+Scrapy offers no public way to do these; each is pinned to the Scrapy version
+in ``requirements.txt``, and ``tests/test_units.py`` checks each one against
+it, so an upgrade that moves one fails a unit test here, loudly, instead of a
+crawl later:
+
+* the engine's slot (:func:`engine_slot`): its record of requests still
+  being processed, and its "look for work now" call; the frontier scheduler
+  acks a lease when the engine is done with its request;
+* Scrapy's aiohttp download handler and its response class, which the
+  crawler's handler extends (:mod:`crawler.downloader.handler`);
+* Scrapy's download-handler helpers (stop-download checks, data-loss and
+  warn-size messages, building a response);
+* whether any receiver listens to a signal (PyDispatcher's registry), so the
+  handler sends ``bytes_received`` only when someone listens.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydispatch.dispatcher import getAllReceivers, liveReceivers
+from scrapy.core.downloader.handlers._aiohttp import AiohttpDownloadHandler, _ClientResponse
+from scrapy.utils._download_handlers import check_stop_download, get_dataloss_msg, get_warnsize_msg, make_response
+
+from crawler.exceptions import ConfigurationError
+
+if TYPE_CHECKING:
+    from scrapy.core.engine import ExecutionEngine
+
+__all__ = [
+    "AiohttpDownloadHandler",
+    "_ClientResponse",
+    "check_stop_download",
+    "engine_slot",
+    "get_dataloss_msg",
+    "get_warnsize_msg",
+    "has_receivers",
+    "make_response",
+]
+
+
+def engine_slot(engine: ExecutionEngine | None) -> tuple[set[Any], Any]:
+    """The engine's set of requests in progress and its ``nextcall`` (``schedule()`` asks it to look for work)."""
+    slot = getattr(engine, "_slot", None)
+    if slot is None or not hasattr(slot, "inprogress") or not hasattr(slot, "nextcall"):
+        raise ConfigurationError(
+            "SCHEDULER",
+            "this Scrapy version's engine has no slot with 'inprogress' and 'nextcall'; "
+            "the frontier scheduler needs the Scrapy version pinned in requirements.txt",
+        )
+    return slot.inprogress, slot.nextcall
+
+
+def has_receivers(sender: Any, signal: Any) -> bool:
+    """Whether anything listens to ``signal`` from ``sender`` (no signal is built for nobody)."""
+    return next(iter(liveReceivers(getAllReceivers(sender, signal))), None) is not None
