@@ -13,3 +13,5 @@ ROBOTS_META = "robots_txt_fetch"
 #: Set by the download handler when it starts contacting the request's host: a
 #: request without it never reached the network, so its host owes no politeness delay.
 CONTACTED_META = "host_contacted"
+#: Check this URL against the frontier's exact seen store only, not the Bloom filter (sitemap URLs).
+EXACT_SEEN_META = "frontier_exact_seen"

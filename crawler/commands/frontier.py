@@ -33,23 +33,24 @@ from scrapy import Spider
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
+from crawler.downloader.dns import resolver_from_settings
 from crawler.exceptions import CodecError, ConfigurationError, CrawlerError
 from crawler.frontier.codec import RequestCodec, without_meta
 from crawler.frontier.config import FrontierConfig
-from crawler.frontier.policy import PriorityLevels
+from crawler.frontier.intake import Intake
+from crawler.frontier.policy import PolitenessKey, PriorityLevels
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.shards import ShardRouter, check_crawl_metadata, shard_frontiers
-from crawler.frontier.store import EnqueueEntry, RedisFrontier
+from crawler.frontier.store import RedisFrontier
 from crawler.middlewares.retry import RETRY_META, THROTTLED_META
 from crawler.ops.figures import latency_buckets
 from crawler.ops.timeline import Timeline
 from crawler.ops.view import describe_next, frontier_figures, top_hosts
+from crawler.policy.priority import PriorityPolicy
 from crawler.redisconn.config import RedisConfig
 from crawler.redisconn.provider import RedisProvider
 from crawler.seeds import load_seeds
-from crawler.urls import url_fingerprint
-from crawler.urls.domains import RegisteredDomains
-from crawler.urls.filters import Dropped, FilterConfig, UrlFilter
+from crawler.urls.filters import FilterConfig, UrlFilter
 
 if TYPE_CHECKING:
     import argparse
@@ -58,6 +59,13 @@ if TYPE_CHECKING:
 
 SUBCOMMANDS = ("stats", "seed", "hosts", "dead-letters", "drain", "reset", "report")
 
+
+
+class _Counts(dict[str, int]):
+    """Counters with the stats collector's ``inc_value`` (a command has no crawler's stats)."""
+
+    def inc_value(self, key: str, count: int = 1, start: int = 0) -> None:
+        self[key] = self.get(key, start) + count
 
 class Command(ScrapyCommand):
     requires_project = True
@@ -164,24 +172,24 @@ class Command(ScrapyCommand):
                 urls += load_seeds(None, arg)
         await check_crawl_metadata(client, router)
         frontiers = shard_frontiers(client, router, config, SeenConfig.from_settings(self.settings))
-        url_filter = UrlFilter(FilterConfig.from_settings(self.settings))
-        codec = RequestCodec(Spider("web"))
-        domains = RegisteredDomains()
-        level = PriorityLevels(config.levels).level(0)
-        by_shard: dict[int, list[EnqueueEntry]] = {}
-        dropped = 0
-        for url in urls:
-            try:
-                normalized, host = url_filter.check(url, 0)
-            except Dropped as exc:
-                print(f"dropped {url}: {exc}", file=sys.stderr)
-                dropped += 1
-                continue
-            shard = router.shard_of(host)
-            blob = codec.encode_link(normalized, None, {"depth": 0})
-            by_shard.setdefault(shard, []).append(
-                frontiers[shard].entry(url_fingerprint(normalized), host, domains(host), level, blob)
-            )
+        stats = _Counts()
+        # The crawl's own intake: the same filters, scoring, routing (and, with
+        # FRONTIER_POLITENESS_KEY = "ip", address groups) as a worker's.
+        intake = Intake(
+            router, UrlFilter(FilterConfig.from_settings(self.settings)), PriorityLevels(config.levels),
+            stats,  # type: ignore[arg-type]
+            local_seen_size=0, priority=PriorityPolicy.from_settings(self.settings),
+            resolver=resolver_from_settings(self.settings, stats)  # type: ignore[arg-type]
+            if config.politeness_key is PolitenessKey.IP else None,
+        )
+        intake.bind(RequestCodec(Spider("web")), frontiers)
+        intake.urls(urls, depth=0)
+        dropped = sum(value for key, value in stats.items() if key.startswith("urls/dropped/"))
+        for key, value in sorted(stats.items()):
+            if key.startswith("urls/dropped/"):
+                print(f"dropped {value} seed(s): {key.rsplit('/', 1)[-1]}", file=sys.stderr)
+        by_shard, _ = intake.take()
+        await intake.resolve_groups(by_shard)
         added = duplicates = 0
         for shard, entries in by_shard.items():
             await frontiers[shard].prepare()

@@ -61,7 +61,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 import time
 from collections import deque
 from collections.abc import Coroutine, Iterable
@@ -70,44 +69,37 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from redis.exceptions import RedisError
 from scrapy import Request, Spider
 from scrapy.core.scheduler import BaseScheduler
-from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import deferred_from_coro
 
-from crawler.bounded import BoundedSet
 from crawler.downloader.dns import CachingGuardedResolver, resolver_from_settings
 from crawler.exceptions import CodecError, ConfigurationError, FrontierUnavailableError
 from crawler.frontier.codec import RequestCodec
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.context import FrontierContext
+from crawler.frontier.intake import Intake
 from crawler.frontier.outcome import LEASE_META, Handout, LeaseAction
 from crawler.frontier.policy import PolitenessKey, PolitenessPolicy, PriorityLevels
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.shards import ShardRouter, check_crawl_metadata, shard_frontiers
 from crawler.frontier.store import (
-    DONT_FILTER,
-    EXACT_ONLY,
     Completion,
     EnqueueEntry,
     RedisFrontier,
     StepResult,
-    Touch,
 )
-from crawler.meta import CONTACTED_META, EXPECTED_TYPES_META
+from crawler.meta import CONTACTED_META
 from crawler.metadata.hostquality import HostQualityCache
 from crawler.middlewares.robots import robots_lease_request
-from crawler.netguard import parse_ip
 from crawler.policy.clock import CrawlClock
-from crawler.policy.priority import PriorityPolicy, PrioritySignals
-from crawler.policy.recrawl import RecrawlMode, lastmod_epoch
+from crawler.policy.priority import PriorityPolicy
+from crawler.policy.recrawl import RecrawlMode
 from crawler.politeness.backoff import BackoffPolicy
 from crawler.redisconn.outage import REDIS_DOWN
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
 from crawler.scrapy_internals import engine_slot
 from crawler.settings_parsing import get_float
-from crawler.sitemaps import FROM_SITEMAP_META, SITEMAP_LASTMOD_META, SITEMAP_META
 from crawler.urls import url_fingerprint
-from crawler.urls.domains import RegisteredDomains
-from crawler.urls.filters import Dropped, FilterConfig, UrlFilter
+from crawler.urls.filters import FilterConfig, UrlFilter
 
 if TYPE_CHECKING:
     from typing import Self
@@ -121,8 +113,6 @@ logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 
-#: ``Request.meta`` key: check this URL against the exact seen store only (sitemap URLs).
-EXACT_SEEN_META = "frontier_exact_seen"
 _MAX_BACKOFF = 30.0
 #: Seconds a new host's address may take to resolve (``FRONTIER_POLITENESS_KEY = "ip"``).
 _RESOLVE_TIMEOUT = 10.0
@@ -160,18 +150,12 @@ class FrontierScheduler(BaseScheduler):
         resolver: CachingGuardedResolver | None = None,
     ) -> None:
         self.crawler = crawler
-        self.priority = priority or PriorityPolicy()
-        self.host_quality = host_quality or HostQualityCache()
         self.clock = clock or CrawlClock()
         self.mode = mode
         self.drain_interval = drain_interval
         self.config = config
-        #: ``FRONTIER_POLITENESS_KEY = "ip"``: new hosts' addresses, their politeness group.
-        self.resolver = resolver
         self.backoff = backoff
-        self.url_filter = url_filter
         self.seen = seen
-        self.domains = RegisteredDomains()
         self.provider = provider
         self.stats = stats
         self.router = router or ShardRouter(config.crawl_id)
@@ -181,11 +165,13 @@ class FrontierScheduler(BaseScheduler):
         self.levels = PriorityLevels(config.levels)
         self.frontiers: list[RedisFrontier] = []
         self.codec: RequestCodec | None = None
-        self._local_seen = BoundedSet(config.local_seen_size)
-        #: Per shard (only shards with something to send): enqueues, acks, sitemap touches.
-        self._enqueues: dict[int, list[EnqueueEntry]] = {}
+        #: URLs on their way in (per shard), sent by the next step.
+        self.intake = Intake(
+            self.router, url_filter, self.levels, stats, local_seen_size=config.local_seen_size,
+            priority=priority, host_quality=host_quality, clock=self.clock, resolver=resolver, notify=self._poke,
+        )
+        #: Per shard (only shards with something to send): acks.
         self._completions: dict[int, list[Completion]] = {}
-        self._touches: dict[int, list[Touch]] = {}
         #: Per shard: when to ask it for URLs next (s), and its queued + leased URLs.
         self._shard_next = [0.0] * shards
         self._shard_pending = [0] * shards
@@ -255,6 +241,7 @@ class FrontierScheduler(BaseScheduler):
         count = self.router.count
         self.frontiers = shard_frontiers(client, self.router, self.config, self.seen, self.backoff)
         self.codec = RequestCodec(spider)
+        self.intake.bind(self.codec, self.frontiers)
         for frontier in self.frontiers:
             await frontier.prepare()
         # The engine's own record of requests still being processed, and its
@@ -305,23 +292,25 @@ class FrontierScheduler(BaseScheduler):
             releases.setdefault(handout.lease.shard, []).append(handout.lease.member)
         self._buffer.clear()
         unfinished = len(self._handed)
+        enqueues, touches = self.intake.take()
+        await self.intake.resolve_groups(enqueues)
         for attempt in range(3):
             now_ms = int(time.time() * 1000)
             crawl_now_ms = int(self.clock.now() * 1000)
-            shards = set(self._enqueues) | set(self._completions) | set(self._touches) | set(releases)
+            shards = set(enqueues) | set(self._completions) | set(touches) | set(releases)
             try:
                 for shard in sorted(shards):
                     result = await self.frontiers[shard].step(
-                        enqueues=self._enqueues.get(shard),
+                        enqueues=enqueues.get(shard),
                         completions=self._completions.get(shard),
                         releases=releases.get(shard),
                         now_ms=now_ms,
-                        touches=self._touches.get(shard),
+                        touches=touches.get(shard),
                         crawl_now_ms=crawl_now_ms,
                     )
                     self._record(result)
                     self.stats.inc_value("frontier/released", result.released)
-                    for pending in (self._enqueues, self._completions, self._touches, releases):
+                    for pending in (enqueues, self._completions, touches, releases):
                         pending.pop(shard, None)
             except REDIS_DOWN as exc:
                 logger.warning("Frontier close: Redis unreachable (%s), attempt %d of 3", exc, attempt + 1)
@@ -332,7 +321,7 @@ class FrontierScheduler(BaseScheduler):
             logger.error(
                 "Frontier close: could not reach Redis; %d enqueues and %d acks not written. "
                 "Their leases expire in %.0f s and the URLs are fetched again, so nothing is lost.",
-                sum(map(len, self._enqueues.values())), sum(map(len, self._completions.values())),
+                sum(map(len, enqueues.values())), sum(map(len, self._completions.values())),
                 self.config.lease_timeout,
             )
         for frontier in self.frontiers:
@@ -350,14 +339,14 @@ class FrontierScheduler(BaseScheduler):
 
     def has_pending_requests(self) -> bool:
         if self.draining:
-            return bool(self._handed or self._enqueues or self._completions or self._step_running)
+            return bool(self._handed or self.intake.enqueues or self._completions or self._step_running)
         if self.mode is RecrawlMode.CONTINUOUS and not self._closing:
             return True
         return bool(
             self._buffer
             or self._due_now > 0
             or self._handed
-            or self._enqueues
+            or self.intake.enqueues
             or self._completions
             or self._step_running
             or not self._synced
@@ -365,53 +354,13 @@ class FrontierScheduler(BaseScheduler):
         )
 
     def enqueue_request(self, request: Request) -> bool:
-        """Queue a request for the frontier; ``False`` if it is dropped here.
+        """Queue a request for the frontier (:meth:`Intake.request`); ``False`` if it is dropped here.
 
-        The URL is normalized and filtered first (:class:`~crawler.urls.filters.UrlFilter`;
-        drops counted in ``urls/dropped/<reason>``); the request is stored with
-        the normalized URL. Duplicates found by the shared seen set, and URLs
-        over a page budget, are counted when Redis answers, not reported here:
-        the engine is told ``True`` for every request that was sent.
+        Duplicates found by the shared seen set, and URLs over a page budget,
+        are counted when Redis answers: the engine is told ``True`` for every
+        request that was sent.
         """
-        try:
-            meta = request.meta
-            normalized, host = self.url_filter.check(
-                request.url, meta.get("depth", 0),
-                by_extension=not (meta.get(SITEMAP_META) or meta.get(EXPECTED_TYPES_META)),
-            )
-        except Dropped as dropped:
-            self.stats.inc_value(f"urls/dropped/{dropped.reason}")
-            logger.debug("Dropped %s: %s", request.url, dropped)
-            return False
-        fingerprint = url_fingerprint(normalized, request.method, request.body)
-        if not request.dont_filter and fingerprint in self._local_seen:
-            self.stats.inc_value("frontier/duplicate/local")
-            return False
-        assert self.codec is not None and self.frontiers, "enqueue_request() before open()"
-        if normalized != request.url:
-            request = request.replace(url=normalized, meta={**request.meta, "verbatim_url": True})
-        try:
-            encoded = self.codec.encode(request)
-        except CodecError as exc:
-            self.stats.inc_value("frontier/dropped/unserializable")
-            logger.warning("Frontier dropped %s: %s", request.url, exc)
-            return False
-        if encoded.dropped_keys:
-            self.stats.inc_value("frontier/meta_dropped", len(encoded.dropped_keys))
-            logger.debug("Frontier stored %s without non-plain meta %s", request.url, encoded.dropped_keys)
-        self._local_seen.add(fingerprint)
-        flags = (DONT_FILTER if request.dont_filter else 0) | (EXACT_ONLY if request.meta.get(EXACT_SEEN_META) else 0)
-        score = self._score(host, meta.get("depth", 0), meta)
-        if not self._enqueues:
-            self._poke()
-        shard = self.router.shard_of(host)
-        self._enqueues.setdefault(shard, []).append(
-            self.frontiers[shard].entry(
-                fingerprint, host, self.domains(host), self.levels.level(request.priority + score), encoded.blob,
-                flags,
-            )
-        )
-        return True
+        return self.intake.request(request)
 
     def enqueue_urls(
         self,
@@ -423,57 +372,12 @@ class FrontierScheduler(BaseScheduler):
         meta: dict[str, Any] | None = None,
         exact_seen: bool = False,
     ) -> int:
-        """Queue plain GET requests for many URLs at once; returns how many were sent.
+        """Queue plain GET requests for many URLs at once (:meth:`Intake.urls`); returns how many were sent.
 
-        The bulk path for discovered links: the same normalization, filters,
-        seen check, routing and durability as :meth:`enqueue_request` (the
-        links are stored before the lease of the page that found them is
-        acked), without building a ``Request`` per link and passing it through
-        the engine. ``callback`` names a spider method; the request's ``meta``
-        is ``{"depth": depth}`` plus ``meta``. ``exact_seen`` skips the Bloom
-        filter (sitemap URLs: the exact store alone decides).
+        The links are stored before the lease of the page that found them is acked.
         """
-        assert self.codec is not None and self.frontiers, "enqueue_urls() before open()"
-        local_seen = self._local_seen
-        inc = self.stats.inc_value
-        check = self.url_filter.check
-        entry = self.frontiers[0].entry  # the same for every shard but for the seen set's size
-        sharded = self.router.count > 1
-        shard_of = self.router.shard_of
-        enqueues = self._enqueues
-        touches = self._touches
-        request_meta = {"depth": depth, **(meta or {})}
-        flags = EXACT_ONLY if exact_seen else 0
-        by_extension = not (request_meta.get(SITEMAP_META) or request_meta.get(EXPECTED_TYPES_META))
-        lastmod = lastmod_epoch(request_meta.get(SITEMAP_LASTMOD_META))
-        levels: dict[str, int] = {}  # host -> level, for this batch of links
-        sent = 0
-        for url in urls:
-            try:
-                normalized, host = check(url, depth, by_extension=by_extension)
-            except Dropped as dropped:
-                inc(f"urls/dropped/{dropped.reason}")
-                continue
-            fingerprint = url_fingerprint(normalized)
-            shard = shard_of(host) if sharded else 0
-            if lastmod is not None:
-                # Known and fetched before the lastmod: the revisit becomes due (lua/touch.lua).
-                touches.setdefault(shard, []).append(Touch(fingerprint[:8].hex(), host, int(lastmod)))
-            if fingerprint in local_seen:
-                inc("frontier/duplicate/local")
-                continue
-            local_seen.add(fingerprint)
-            level = levels.get(host)
-            if level is None:
-                level = levels[host] = self.levels.level(priority + self._score(host, depth, request_meta))
-            blob = self.codec.encode_link(normalized, callback, request_meta, priority)
-            if sharded:
-                entry = self.frontiers[shard].entry
-            enqueues.setdefault(shard, []).append(entry(fingerprint, host, self.domains(host), level, blob, flags))
-            sent += 1
-        if sent or touches:
-            self._poke()
-        return sent
+        return self.intake.urls(urls, depth=depth, callback=callback, priority=priority, meta=meta,
+                                exact_seen=exact_seen)
 
     def revisit_scheduled(self, due_ms: int) -> None:
         """A revisit was put in the due set by this process (the recrawl pipeline):
@@ -481,21 +385,6 @@ class FrontierScheduler(BaseScheduler):
         if due_ms < self._next_due_ms:
             self._next_due_ms = due_ms
             self._poke()
-
-    def _score(self, host: str, depth: int, meta: dict[str, Any]) -> int:
-        """The priority policy's part of a new URL's priority (see :mod:`crawler.policy.priority`)."""
-        policy = self.priority
-        in_sitemap = bool(meta.get(FROM_SITEMAP_META))
-        fresh = in_sitemap and policy.is_fresh(lastmod_epoch(meta.get(SITEMAP_LASTMOD_META)), self.clock.now())
-        return policy.priority(
-            PrioritySignals(
-                depth=depth,
-                in_sitemap=in_sitemap,
-                sitemap_fresh=fresh,
-                host_importance=policy.importance_of(host),
-                host=self.host_quality.get(host),
-            )
-        )
 
     def next_request(self) -> Request | None:
         if self._handed:
@@ -616,7 +505,7 @@ class FrontierScheduler(BaseScheduler):
 
     def _sleep_time(self) -> float:
         """Seconds the pump may sleep if nothing happens meanwhile."""
-        if self._enqueues or self._completions:
+        if self.intake.enqueues or self._completions:
             return 0.0
         now = time.time()
         renew_in = self._last_renew + self.config.lease_timeout / 3 - now
@@ -657,11 +546,9 @@ class FrontierScheduler(BaseScheduler):
         if not self.draining and now - self._drain_checked >= self.config.idle_poll:
             await self._check_draining(now)
         self._collect_completions()
-        enqueues, self._enqueues = self._enqueues, {}
-        if self.resolver is not None and enqueues:
-            await self._group_by_address(enqueues)
+        enqueues, touches = self.intake.take()
+        await self.intake.resolve_groups(enqueues)
         completions, self._completions = self._completions, {}
-        touches, self._touches = self._touches, {}
         now = time.time()
         renew: dict[int, list[bytes]] = {}
         if now - self._last_renew >= self.config.lease_timeout / 3:
@@ -705,9 +592,8 @@ class FrontierScheduler(BaseScheduler):
         for shard, outcome in zip(shards, outcomes):
             if isinstance(outcome, BaseException):
                 # Nothing is dropped: the shard's batches go back in front of what came since.
-                _requeue(enqueues, self._enqueues, shard)
+                self.intake.put_back(shard, enqueues, touches)
                 _requeue(completions, self._completions, shard)
-                _requeue(touches, self._touches, shard)
                 failure = failure or outcome
                 continue
             self._absorb(shard, outcome, now)
@@ -717,38 +603,6 @@ class FrontierScheduler(BaseScheduler):
             self._wake_engine()
         if failure is not None:
             raise failure
-
-    async def _group_by_address(self, enqueues: dict[int, list[EnqueueEntry]]) -> None:
-        """Give each entry its host's address as its politeness group (``FRONTIER_POLITENESS_KEY = "ip"``).
-
-        The resolver caches answers (``DNS_CACHE_TTL``); a host that does not
-        resolve in time, or only to refused addresses, is a group of its own
-        (its fetch will fail, and park it, anyway).
-        """
-        resolver = self.resolver
-        assert resolver is not None
-        hosts = {entry.host for entries in enqueues.values() for entry in entries if not entry.group}
-        addresses: dict[str, str] = {}
-
-        async def resolve(host: str) -> None:
-            if parse_ip(host) is not None:
-                addresses[host] = host
-                return
-            try:
-                async with asyncio.timeout(_RESOLVE_TIMEOUT):
-                    answer = await resolver.resolve(host, 0, socket.AF_UNSPEC)
-            except (OSError, TimeoutError, IgnoreRequest):
-                self.stats.inc_value("frontier/group_unresolved")
-                return
-            if answer:
-                addresses[host] = str(answer[0]["host"])
-
-        await asyncio.gather(*(resolve(host) for host in hosts))
-        for shard, entries in enqueues.items():
-            enqueues[shard] = [
-                entry if entry.group else entry._replace(group=addresses.get(entry.host, entry.host))
-                for entry in entries
-            ]
 
     @staticmethod
     async def _guard(step: Coroutine[Any, Any, StepResult]) -> StepResult | BaseException:
