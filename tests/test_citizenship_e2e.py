@@ -333,3 +333,26 @@ def test_dead_letter_listing_of_an_unknown_crawl_is_one_clear_line(redis_server:
     assert result.stderr.strip() == (
         f"error: FRONTIER_CRAWL_ID: no crawl 'nothing-here' in Redis at {redis_server.url}"
     )
+
+
+def test_every_key_the_crawl_left_in_redis_is_one_the_schema_names(
+    crawl: dict[str, Any], redis_server: RedisServer
+) -> None:
+    """robots.txt, dead letters, sitemaps, backoff, parking, metadata, dedup: all keys are in the schema."""
+    from crawler.frontier.keys import CRAWL_KEYS, SHARD_KEYS
+    from crawler.schema import DEDUP_KEYS
+
+    client = redis.Redis.from_url(redis_server.url)
+    shard, crawl_wide, dedup = "frontier:{citizenship.0}:", "frontier:{citizenship}:", "dedup:{citizenship}:"
+    schemas = {shard: SHARD_KEYS, crawl_wide: CRAWL_KEYS, dedup: DEDUP_KEYS}
+    seen_suffixes: set[str] = set()
+    for prefix, schema in schemas.items():
+        for raw in client.scan_iter(match=prefix.replace("{", "\\{").replace("}", "\\}") + "*", count=1000):
+            suffix = raw.decode()[len(prefix):]
+            known = [key.suffix for key in schema.values()
+                     if suffix == key.suffix or (key.suffix.endswith(":") and suffix.startswith(key.suffix))]
+            assert known, f"{prefix}{suffix} is not in the schema"
+            seen_suffixes.add(max(known, key=len))
+    client.close()
+    # The crawl reached the schema's corners, not a few keys only.
+    assert {"robots:", "robots", "sitemaps:", "hostdelay", "hostfail", "urlmeta:", "due", "digest", "meta"} <= seen_suffixes

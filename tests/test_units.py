@@ -438,3 +438,33 @@ def test_the_private_scrapy_apis_the_crawler_uses_are_where_it_expects_them() ->
     assert callable(scrapy_internals.check_stop_download) and "x.test" in scrapy_internals.get_dataloss_msg(
         "http://x.test/")
     assert issubclass(scrapy_internals.AiohttpDownloadHandler, object)
+
+
+# -- the Redis schema: every key and record position the scripts use is named once --------------
+
+
+def test_the_lua_scripts_build_keys_and_read_records_only_through_the_schema() -> None:
+    from pathlib import Path
+
+    from crawler.frontier.keys import SHARD_KEYS
+    from crawler.metadata.store import RECORD_FIELDS, UrlState
+    from crawler.schema import DEDUP_KEYS, lua_prelude
+
+    scripts = sorted(Path(__file__).resolve().parent.parent.joinpath("crawler").rglob("*.lua"))
+    assert len(scripts) >= 11
+    names = {"K": set(SHARD_KEYS), "DK": set(DEDUP_KEYS), "URLMETA": set(RECORD_FIELDS),
+             "URL_STATE": {state.name for state in UrlState}}
+    used: dict[str, set[str]] = {table: set() for table in names}
+    for script in scripts:
+        source = script.read_text(encoding="utf-8")
+        # No key built from a literal: every prefix concatenation goes through the schema's tables.
+        assert not re.findall(r"\b[PD] \.\. '", source), script.name
+        # No record position written as a number.
+        assert not re.findall(r"\b(?:record|new|old)\[\d+\]", source), script.name
+        for table, name in re.findall(r"\b(K|DK|URLMETA|URL_STATE)\.([A-Za-z_0-9]+)", source):
+            used[table].add(name)
+    for table, known in names.items():
+        assert used[table] <= known, (table, used[table] - known)
+    assert used["K"] and used["DK"] and used["URLMETA"]
+    prelude = lua_prelude()
+    assert "ready = 'ready'" in prelude and "next_visit = 13" in prelude and "DEAD = 3" in prelude

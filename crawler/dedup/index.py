@@ -10,10 +10,10 @@ URL), and per-host counters ``pages``, ``exact``, ``near``. Memory is about
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources
 from typing import TYPE_CHECKING
 
 from crawler.redisconn.batch import BatchedScripts
+from crawler.schema import DEDUP_KEYS, script_source
 
 if TYPE_CHECKING:
     from crawler.redisconn.link import AnyRedis
@@ -34,7 +34,7 @@ def dedup_prefix(crawl_id: str) -> str:
 
 class DedupIndex:
     def __init__(self, client: AnyRedis, crawl_id: str, max_distance: int) -> None:
-        source = (resources.files("crawler.dedup") / "lua" / "dedup.lua").read_text(encoding="utf-8")
+        source = script_source("crawler.dedup", "dedup", common=False)
         self.scripts = BatchedScripts(client, {"dedup": source})
         self.prefix = dedup_prefix(crawl_id)
         self.max_distance = max_distance
@@ -45,7 +45,7 @@ class DedupIndex:
     async def check(self, host: str, digest: str, url: str, date: str, simhash: int | None) -> DedupVerdict:
         reply = await self.scripts.call(
             "dedup",
-            [self.prefix + "digest"],
+            [self.prefix + DEDUP_KEYS["digest"].suffix],
             [self.prefix, host, digest, f"{url}\t{date}", "" if simhash is None else f"{simhash:016x}",
              self.max_distance],
         )

@@ -36,7 +36,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any, NamedTuple
 
 from redis.exceptions import NoScriptError, ResponseError
@@ -48,6 +47,7 @@ from crawler.frontier.seen import SeenConfig
 from crawler.politeness.backoff import BackoffPolicy
 from crawler.redisconn.link import AnyRedis, KeyConnection, is_slot_error
 from crawler.redisconn.resp import command
+from crawler.schema import script_source
 from crawler.urls.fingerprint import POSITIONS, bloom_positions, exact_key
 
 SCRIPT_NAMES = ("enqueue", "claim", "ack", "release", "revive", "drain", "touch", "schedule")
@@ -55,9 +55,7 @@ SCRIPT_NAMES = ("enqueue", "claim", "ack", "release", "revive", "drain", "touch"
 
 def load_script_source(name: str) -> str:
     """The source of one frontier script, with the shared helpers prepended."""
-    package = resources.files("crawler.frontier") / "lua"
-    common = (package / "common.lua").read_text(encoding="utf-8")
-    return common + "\n" + (package / f"{name}.lua").read_text(encoding="utf-8")
+    return script_source("crawler.frontier", name)
 
 
 #: The request id of a robots.txt lease (``ROBOTS_ID`` in ``lua/common.lua``): the
@@ -221,11 +219,11 @@ async def read_counts(client: AnyRedis, keys: FrontierKeys, levels: int = 0) -> 
     pipe.zcard(keys.leases)
     pipe.scard(keys.active)
     pipe.zcard(keys.ready)
-    pipe.get(keys.key("seencount"))
+    pipe.get(keys.seen_count)
     pipe.zcard(keys.due)
     pipe.zcard(keys.sleeping)
     pipe.scard(keys.parked)
-    pipe.hlen(keys.key("dead"))
+    pipe.hlen(keys.dead)
     for level in range(levels):
         pipe.llen(keys.front(level))
     replies = await pipe.execute()
@@ -574,11 +572,11 @@ class RedisFrontier:
         out: list[DeadLetter] = []
         cursor = 0
         while True:
-            cursor, batch = await self.client.hscan(self.keys.key("deadinfo"), cursor, count=200)
+            cursor, batch = await self.client.hscan(self.keys.dead_info, cursor, count=200)
             info: dict[bytes, bytes] = dict(batch)  # type: ignore[arg-type]
             if info:
                 ids = list(info)
-                blobs = await self.client.hmget(self.keys.key("dead"), ids)
+                blobs = await self.client.hmget(self.keys.dead, ids)
                 for raw_id, blob in zip(ids, blobs):
                     if not isinstance(blob, bytes):
                         continue
@@ -597,10 +595,10 @@ class RedisFrontier:
         for request_id, blob in entries:
             args += (request_id, blob)
         try:
-            return int(await self.client.evalsha(self._shas["revive"], 1, self.keys.key("dead"), *args))
+            return int(await self.client.evalsha(self._shas["revive"], 1, self.keys.dead, *args))
         except NoScriptError:
             await self.load_scripts()
-            return int(await self.client.evalsha(self._shas["revive"], 1, self.keys.key("dead"), *args))
+            return int(await self.client.evalsha(self._shas["revive"], 1, self.keys.dead, *args))
 
     # -- inspection ------------------------------------------------------------------
 

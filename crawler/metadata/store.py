@@ -34,7 +34,6 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass
 from enum import IntEnum
-from importlib import resources
 from typing import TYPE_CHECKING
 
 import msgpack
@@ -47,6 +46,11 @@ if TYPE_CHECKING:
     from crawler.redisconn.link import AnyRedis
 
 RECORD_VERSION = 1
+#: A stored record's fields, in order (the Lua scripts index them through ``URLMETA``, see :mod:`crawler.schema`).
+RECORD_FIELDS = (
+    "version", "state", "fetched_at", "status", "digest8", "simhash8", "etag", "last_modified", "length",
+    "outlinks", "observations", "changes", "next_visit", "first_fetch",
+)
 
 
 class UrlState(IntEnum):
@@ -73,14 +77,15 @@ class UrlRecord:
     next_visit: int = 0
     first_fetch: int = 0
 
+    def fields(self) -> list[object]:
+        """The record as stored, in :data:`RECORD_FIELDS` order."""
+        return [RECORD_VERSION, int(self.state), self.fetched_at, self.status, self.digest8, self.simhash8, self.etag,
+                self.last_modified, self.length, self.outlinks, self.observations, self.changes, self.next_visit,
+                self.first_fetch]
+
     def pack(self) -> bytes:
-        packed: bytes = msgpack.packb(
-            [RECORD_VERSION, int(self.state), self.fetched_at, self.status, self.digest8, self.simhash8, self.etag,
-             self.last_modified, self.length, self.outlinks, self.observations, self.changes, self.next_visit,
-             self.first_fetch],
-            # Redis's Lua cmsgpack reads the old "raw" type only, not "bin".
-            use_bin_type=False,
-        )
+        # Redis's Lua cmsgpack reads the old "raw" type only, not "bin".
+        packed: bytes = msgpack.packb(self.fields(), use_bin_type=False)
         return packed
 
     @classmethod
@@ -137,10 +142,10 @@ class UrlMetadataStore:
         repeat_window: int = 0,
     ) -> None:
         # The frontier's shared helpers (the in-link sketch) come first.
-        common = (resources.files("crawler.frontier") / "lua" / "common.lua").read_text(encoding="utf-8")
-        source = common + "\n" + (resources.files("crawler.metadata") / "lua" / "urlmeta.lua").read_text(
-            encoding="utf-8"
-        )
+        # (Imported here: crawler.schema reads this module's record layout.)
+        from crawler.schema import script_source
+
+        source = script_source("crawler.metadata", "urlmeta")
         self.client = client
         self.scripts = BatchedScripts(client, {"urlmeta": source})
         self.router = router
@@ -150,7 +155,7 @@ class UrlMetadataStore:
         self.repeat_window = repeat_window
 
     def host_key(self, host: str) -> str:
-        return self.router.keys_for(host).key(f"urlmeta:{host}")
+        return self.router.keys_for(host).urlmeta(host)
 
     async def open(self) -> None:
         await self.scripts.load()
@@ -162,7 +167,7 @@ class UrlMetadataStore:
         keys = self.router.keys_for(host)
         reply = await self.scripts.call(
             "urlmeta",
-            [keys.key(f"urlmeta:{host}")],
+            [keys.urlmeta(host)],
             [url_field(url), record.pack(), self.change_distance, keys.prefix, host, flags, inlink_positions,
              self.inlink_cells, self.repeat_window],
         )

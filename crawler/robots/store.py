@@ -44,10 +44,10 @@ class RobotsStore:
         self._local: OrderedDict[str, RobotsRules] = OrderedDict()
 
     def record_key(self, origin: str) -> str:
-        return self.router.keys_for(_origin_host(origin)).key(f"robots:{origin}")
+        return self.router.keys_for(_origin_host(origin)).robots_record(origin)
 
     def sitemaps_key(self, host: str) -> str:
-        return self.router.keys_for(host).key(f"sitemaps:{host}")
+        return self.router.keys_for(host).sitemaps(host)
 
     def local(self, origin: str, now: float) -> RobotsRules | None:
         rules = self._local.get(origin)

@@ -16,11 +16,11 @@ local digest = ARGV[3]
 local here = ARGV[4]
 local simhash = ARGV[5]
 local max_distance = tonumber(ARGV[6])
-redis.call('HINCRBY', D .. 'pages', host, 1)
+redis.call('HINCRBY', D .. DK.pages, host, 1)
 
 local first = redis.call('HGET', KEYS[1], digest)
 if first then
-  redis.call('HINCRBY', D .. 'exact', host, 1)
+  redis.call('HINCRBY', D .. DK.exact, host, 1)
   return {first, '', -1}
 end
 redis.call('HSET', KEYS[1], digest, here)
@@ -43,7 +43,7 @@ for i = 1, 4 do
 end
 local best, best_distance = nil, max_distance + 1
 for i = 1, 4 do
-  local candidates = redis.call('SMEMBERS', D .. 'sh:' .. i .. ':' .. string.sub(simhash, 4 * i - 3, 4 * i))
+  local candidates = redis.call('SMEMBERS', D .. DK.block .. i .. ':' .. string.sub(simhash, 4 * i - 3, 4 * i))
   for _, candidate in ipairs(candidates) do
     local distance = 0
     for j = 1, 4 do
@@ -58,11 +58,11 @@ for i = 1, 4 do
   end
 end
 if best then
-  redis.call('HINCRBY', D .. 'near', host, 1)
-  return {'', redis.call('HGET', D .. 'shurl', best) or '', best_distance}
+  redis.call('HINCRBY', D .. DK.near, host, 1)
+  return {'', redis.call('HGET', D .. DK.simhash_url, best) or '', best_distance}
 end
 for i = 1, 4 do
-  redis.call('SADD', D .. 'sh:' .. i .. ':' .. string.sub(simhash, 4 * i - 3, 4 * i), simhash)
+  redis.call('SADD', D .. DK.block .. i .. ':' .. string.sub(simhash, 4 * i - 3, 4 * i), simhash)
 end
-redis.call('HSETNX', D .. 'shurl', simhash, string.match(here, '^([^\t]*)'))
+redis.call('HSETNX', D .. DK.simhash_url, simhash, string.match(here, '^([^\t]*)'))
 return {'', '', -1}

@@ -17,8 +17,7 @@
 --   decision missing for the request's origin: the host's robots.txt is
 --   fetched first again), dead-letter info ("error\tmessage"), URL metadata
 --   field ('' = none: a dead letter's URL is then marked dead in the URL
---   metadata store, whose record layout is documented in
---   crawler/metadata/store.py).
+--   metadata store; its record layout is URLMETA, see crawler/schema.py).
 -- next_allowed_ms is the politeness policy's answer; the host's floor
 -- (P..'hostdelay', ms, set by robots.txt Crawl-delay), its throttle level
 -- (429/503), its consecutive failures and the lease's not_before can only
@@ -44,21 +43,21 @@ local park_max = tonumber(ARGV[7])
 local horizon = tonumber(ARGV[8])
 local grouped = ARGV[9] == '1'
 local leases = KEYS[1]
-local reqs = P .. 'req'
-local throttles = P .. 'hostthrottle'
-local failures_of = P .. 'hostfail'
+local reqs = P .. K.requests
+local throttles = P .. K.host_throttle
+local failures_of = P .. K.host_failures
 local PER = 1000  -- leases per chunk: each read below is one unpack
 local DEAD_BATCH = 1000  -- queued requests a robots.txt lease given up on dead-letters
 local acked, stale, requeued, dead, parked = 0, 0, 0, 0, 0
 local once = {}  -- members completed by this call: a repeat is stale
 local forget = batch('HDEL', reqs)
 local recovered = batch('HDEL', failures_of)
-local unparked = batch('SREM', P .. 'parked')
-local next_ready = batch('ZADD', P .. 'ready')
+local unparked = batch('SREM', P .. K.parked)
+local next_ready = batch('ZADD', P .. K.ready)
 
 local function park(host, at, completed, failures)
   parked = parked + 1
-  redis.call('SADD', P .. 'parked', host)
+  redis.call('SADD', P .. K.parked, host)
   return math.max(at, completed + math.min(park_max, park_base * 2 ^ (failures - park_after)))
 end
 
@@ -79,24 +78,24 @@ local function complete(i, id, level, host, floor, throttled)
     -- too often, an undecodable request): then the host's queued requests go
     -- to the dead letters, DEAD_BATCH at most per lease.
     if action == 2 then
-      local queue = P .. 'q:' .. host
+      local queue = P .. K.queue .. host
       local entries = redis.call('ZRANGE', queue, 0, DEAD_BATCH - 1, 'WITHSCORES')
       local gone = batch('ZREM', queue)
       local when = '\t' .. now .. '\t' .. ARGV[i + 7]
       for j = 1, #entries, 2 do
         local queued_id = entries[j]
         push1(gone, queued_id)
-        redis.call('HSET', P .. 'dead', queued_id, redis.call('HGET', reqs, queued_id) or '')
-        redis.call('HSET', P .. 'deadinfo', queued_id,
+        redis.call('HSET', P .. K.dead, queued_id, redis.call('HGET', reqs, queued_id) or '')
+        redis.call('HSET', P .. K.dead_info, queued_id,
                    host .. '\t' .. math.floor(tonumber(entries[j + 1]) / SCALE) .. when)
         push1(forget, queued_id)
       end
       flush(gone)
       local n = #entries / 2
       if n > 0 then
-        redis.call('DECRBY', P .. 'queued', n)
-        redis.call('HINCRBY', P .. 'hostq', host .. '|n', n)
-        redis.call('HINCRBY', P .. 'hostq', host .. '|e', n)
+        redis.call('DECRBY', P .. K.queued, n)
+        redis.call('HINCRBY', P .. K.host_quality, host .. '|n', n)
+        redis.call('HINCRBY', P .. K.host_quality, host .. '|e', n)
       end
       dead = dead + n
     end
@@ -115,7 +114,7 @@ local function complete(i, id, level, host, floor, throttled)
     redis.call('HSET', failures_of, host, failures)
     at = park(host, at, completed, failures)
   elseif signal == 5 then
-    redis.call('HDEL', P .. 'robots', host)
+    redis.call('HDEL', P .. K.host_robots, host)
   elseif signal == 0 then
     if throttled then
       if redis.call('HINCRBY', throttles, host, -1) <= 0 then
@@ -130,32 +129,32 @@ local function complete(i, id, level, host, floor, throttled)
     if blob ~= '' then
       redis.call('HSET', reqs, id, blob)
     end
-    redis.call('ZADD', P .. 'q:' .. host, fmt(level * SCALE + tonumber(id)), id)
-    redis.call('INCR', P .. 'queued')
+    redis.call('ZADD', P .. K.queue .. host, fmt(level * SCALE + tonumber(id)), id)
+    redis.call('INCR', P .. K.queued)
     requeued = requeued + 1
   elseif action == 2 then
     if blob == '' then
       blob = redis.call('HGET', reqs, id) or ''
     end
     redis.call('HDEL', reqs, id)
-    redis.call('HSET', P .. 'dead', id, blob)
-    redis.call('HSET', P .. 'deadinfo', id, host .. '\t' .. level .. '\t' .. now .. '\t' .. ARGV[i + 7])
+    redis.call('HSET', P .. K.dead, id, blob)
+    redis.call('HSET', P .. K.dead_info, id, host .. '\t' .. level .. '\t' .. now .. '\t' .. ARGV[i + 7])
     dead = dead + 1
     -- A fetch given up on: an error in the host's quality counters.
-    redis.call('HINCRBY', P .. 'hostq', host .. '|n', 1)
-    redis.call('HINCRBY', P .. 'hostq', host .. '|e', 1)
+    redis.call('HINCRBY', P .. K.host_quality, host .. '|n', 1)
+    redis.call('HINCRBY', P .. K.host_quality, host .. '|e', 1)
     local field = ARGV[i + 8]
     if field ~= '' then
-      local metadata = P .. 'urlmeta:' .. host
+      local metadata = P .. K.urlmeta .. host
       local old = redis.call('HGET', metadata, field)
       local record
       if old then
         record = cmsgpack.unpack(old)
       else
-        record = {1, 0, 0, 0, "", "", "", 0, 0, 0, 0, 0, 0, 0}
+        record = urlmeta_empty()
       end
-      record[2] = 3  -- UrlState.DEAD
-      record[3] = math.floor(now / 1000)
+      record[URLMETA.state] = URL_STATE.DEAD
+      record[URLMETA.fetched_at] = math.floor(now / 1000)
       redis.call('HSET', metadata, field, cmsgpack.pack(record))
     end
   elseif id ~= ROBOTS_ID then
@@ -166,15 +165,15 @@ local function complete(i, id, level, host, floor, throttled)
   if grouped then
     group, waiter = free_group(P, host, polite_at)
   end
-  if redis.call('ZCARD', P .. 'q:' .. host) == 0 then
-    redis.call('SREM', P .. 'active', host)
+  if redis.call('ZCARD', P .. K.queue .. host) == 0 then
+    redis.call('SREM', P .. K.active, host)
     push1(unparked, host)
-    redis.call('ZADD', P .. 'cool', fmt(at), host)
+    redis.call('ZADD', P .. K.cool, fmt(at), host)
   elseif at - completed > horizon then
-    redis.call('ZADD', P .. 'sleep', fmt(at), host)
+    redis.call('ZADD', P .. K.sleeping, fmt(at), host)
   elseif waiter then
     -- Its group's other hosts go first: this one queues behind them.
-    redis.call('ZADD', P .. 'gwait:' .. group, fmt(completed), host)
+    redis.call('ZADD', P .. K.group_wait .. group, fmt(completed), host)
   else
     push2(next_ready, fmt(at), host)
   end
@@ -209,7 +208,7 @@ for start = 10, #ARGV, 9 * PER do
   end
   flush(release)
   if #held > 0 then
-    local floor_of = redis.call('HMGET', P .. 'hostdelay', unpack(hosts))
+    local floor_of = redis.call('HMGET', P .. K.host_delay, unpack(hosts))
     local throttled_of = redis.call('HMGET', throttles, unpack(hosts))
     for n, lease in ipairs(held) do
       complete(lease[1], lease[2], lease[3], lease[4], floor_of[n], throttled_of[n])

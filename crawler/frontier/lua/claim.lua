@@ -27,10 +27,10 @@ end
 local levels = #weights
 
 local leases = KEYS[1]
-local ready = P .. 'ready'
-local active = P .. 'active'
-local cool = P .. 'cool'
-local sleeping = P .. 'sleep'
+local ready = P .. K.ready
+local active = P .. K.active
+local cool = P .. K.cool
+local sleeping = P .. K.sleeping
 
 -- 1. Leases whose worker died (or stalled) give their URL and host back.
 local expired = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'LIMIT', 0, expire_limit)
@@ -71,7 +71,7 @@ local function host_of_entry(entry)
   return string.sub(entry, 1, string.find(entry, ' ', 1, true) - 1)
 end
 local function take(level, may_open)
-  local queue = P .. 'front:' .. level
+  local queue = P .. K.front .. level
   if may_open then
     return redis.call('RPOP', queue)
   end
@@ -94,7 +94,7 @@ local function pick_front(may_open)
     end
     return nil, nil
   end
-  local r = redis.call('INCR', P .. 'sel') % total_weight
+  local r = redis.call('INCR', P .. K.selector) % total_weight
   local chosen = levels - 1
   local acc = 0
   for l = 1, levels do
@@ -145,11 +145,11 @@ while moved < refill_limit do
   local id
   if second then
     id = string.sub(entry, space + 1, second - 1)
-    redis.call('HSET', P .. 'req', id, string.sub(entry, second + 1))
+    redis.call('HSET', P .. K.requests, id, string.sub(entry, second + 1))
   else
     id = string.sub(entry, space + 1)
   end
-  redis.call('ZADD', P .. 'q:' .. host, fmt(level * SCALE + tonumber(id)), id)
+  redis.call('ZADD', P .. K.queue .. host, fmt(level * SCALE + tonumber(id)), id)
   if redis.call('SADD', active, host) == 1 then
     -- A host new to the active set: ready at once, unless it still rests
     -- from its last fetch (then ready later, or asleep beyond the horizon).
@@ -190,18 +190,18 @@ if max_claim > 0 then
     -- One request at a time per group, and not before the group's next allowed
     -- time: a host whose group is in flight (or taken by this call) waits for
     -- it in the group's queue; one whose group rests is ready when it may go.
-    local groups = redis.call('HMGET', P .. 'group', unpack(hosts))
+    local groups = redis.call('HMGET', P .. K.group, unpack(hosts))
     for index, host in ipairs(hosts) do
       groups[index] = groups[index] or host
     end
-    local busy = redis.call('HMGET', P .. 'gbusy', unpack(groups))
-    local next_of = redis.call('HMGET', P .. 'gnext', unpack(groups))
+    local busy = redis.call('HMGET', P .. K.group_busy, unpack(groups))
+    local next_of = redis.call('HMGET', P .. K.group_next, unpack(groups))
     local eligible, taken = {}, {}
     for index, host in ipairs(hosts) do
       local group = groups[index]
       if busy[index] or taken[group] then
         redis.call('ZREM', ready, host)
-        redis.call('ZADD', P .. 'gwait:' .. group, now, host)
+        redis.call('ZADD', P .. K.group_wait .. group, now, host)
       elseif next_of[index] and tonumber(next_of[index]) > now then
         redis.call('ZADD', ready, next_of[index], host)
       else
@@ -214,11 +214,11 @@ if max_claim > 0 then
   end
   if #hosts > 0 then
     -- One lease number per host, reserved at once (a host without a URL leaves a gap).
-    local first_lease = redis.call('INCRBY', P .. 'leaseseq', #hosts) - #hosts
+    local first_lease = redis.call('INCRBY', P .. K.lease_sequence, #hosts) - #hosts
     local unready = batch('ZREM', ready)
     local new_leases = batch('ZADD', leases)
-    local reqs = P .. 'req'
-    local queue_of = function(host) return P .. 'q:' .. host end
+    local reqs = P .. K.requests
+    local queue_of = function(host) return P .. K.queue .. host end
     -- A host's first queued id and its level (nil when its back queue is empty).
     local function pop(host)
       local popped = redis.call('ZPOPMIN', queue_of(host))
@@ -237,7 +237,7 @@ if max_claim > 0 then
     end
     local robots_due = {}
     if robots_first then
-      local until_of = redis.call('HMGET', P .. 'robots', unpack(hosts))
+      local until_of = redis.call('HMGET', P .. K.host_robots, unpack(hosts))
       for index = 1, #hosts do
         robots_due[index] = not until_of[index] or tonumber(until_of[index]) <= now
       end
@@ -272,7 +272,7 @@ if max_claim > 0 then
           missing = missing + 1
           if robots_due[index] then
             redis.call('ZREM', queue_of(host), id)
-            redis.call('DECR', P .. 'queued')
+            redis.call('DECR', P .. K.queued)
             id, level = peek(host)
           else
             id, level = pop(host)
@@ -285,7 +285,7 @@ if max_claim > 0 then
       end
       if blob then
         if grouped then
-          redis.call('HSET', P .. 'gbusy', group_of_host[host], host)
+          redis.call('HSET', P .. K.group_busy, group_of_host[host], host)
         end
         local leased_id = id
         if robots_due[index] then
@@ -308,7 +308,7 @@ if max_claim > 0 then
   end
 end
 if taken > 0 then
-  redis.call('DECRBY', P .. 'queued', taken)
+  redis.call('DECRBY', P .. K.queued, taken)
 end
 
 local next_ready = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')
@@ -324,7 +324,7 @@ return {
   moved,
   next_at,
   next_expiry[2] and tonumber(next_expiry[2]) or -1,
-  tonumber(redis.call('GET', P .. 'queued') or '0'),
+  tonumber(redis.call('GET', P .. K.queued) or '0'),
   redis.call('ZCARD', leases),
   missing,
   opened,

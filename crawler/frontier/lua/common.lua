@@ -29,7 +29,7 @@ local ROBOTS_ID = '0'
 -- maps a host to its group (written at enqueue); a host without one is a
 -- group of its own.
 local function group_of(P, host)
-  return redis.call('HGET', P .. 'group', host) or host
+  return redis.call('HGET', P .. K.group, host) or host
 end
 
 -- The group's request ended: the group may be contacted again at `at`, and
@@ -37,14 +37,14 @@ end
 -- Returns the group and whether a waiting host was made ready.
 local function free_group(P, host, at)
   local group = group_of(P, host)
-  redis.call('HDEL', P .. 'gbusy', group)
-  local known = redis.call('HGET', P .. 'gnext', group)
+  redis.call('HDEL', P .. K.group_busy, group)
+  local known = redis.call('HGET', P .. K.group_next, group)
   if not known or tonumber(known) < at then
-    redis.call('HSET', P .. 'gnext', group, fmt(at))
+    redis.call('HSET', P .. K.group_next, group, fmt(at))
   end
-  local waiting = redis.call('ZPOPMIN', P .. 'gwait:' .. group)
+  local waiting = redis.call('ZPOPMIN', P .. K.group_wait .. group)
   if #waiting > 0 then
-    redis.call('ZADD', P .. 'ready', fmt(at), waiting[1])
+    redis.call('ZADD', P .. K.ready, fmt(at), waiting[1])
   end
   return group, #waiting > 0
 end
@@ -53,17 +53,17 @@ end
 -- and make the host ready at `at` (the host kept its back queue while in flight).
 local function requeue(P, host, level, id, at, grouped)
   if id ~= ROBOTS_ID then
-    redis.call('ZADD', P .. 'q:' .. host, fmt(level * SCALE + tonumber(id)), id)
-    redis.call('INCR', P .. 'queued')
+    redis.call('ZADD', P .. K.queue .. host, fmt(level * SCALE + tonumber(id)), id)
+    redis.call('INCR', P .. K.queued)
   end
-  redis.call('SADD', P .. 'active', host)
-  redis.call('ZADD', P .. 'ready', 'NX', at, host)
+  redis.call('SADD', P .. K.active, host)
+  redis.call('ZADD', P .. K.ready, 'NX', at, host)
   if grouped then
     free_group(P, host, tonumber(at))
   end
 end
 
--- The in-link sketch (P .. 'inlinks'): a counting Bloom filter of saturating
+-- The in-link sketch (P .. K.inlinks): a counting Bloom filter of saturating
 -- 8-bit cells, one BITFIELD string. A URL's cells are its first four Bloom
 -- positions (little-endian uint32) modulo the number of cells; its estimate
 -- is the smallest of them (never below the true count, above it only where

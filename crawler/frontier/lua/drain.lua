@@ -10,7 +10,7 @@ local P = ARGV[1]
 local now = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
 local due = KEYS[1]
-local requests = P .. 'due:req'
+local requests = P .. K.due_requests
 local members = redis.call('ZRANGEBYSCORE', due, '-inf', now, 'LIMIT', 0, limit)
 local moved = 0
 for _, member in ipairs(members) do
@@ -21,19 +21,19 @@ for _, member in ipairs(members) do
     local level, host, blob = string.match(value, '^(%d+) (%S+) (.*)$')
     if level then
       level = tonumber(level)
-      local id = redis.call('INCR', P .. 'seq')
-      redis.call('HSET', P .. 'req', id, blob)
-      if redis.call('SISMEMBER', P .. 'active', host) == 1 then
-        redis.call('ZADD', P .. 'q:' .. host, fmt(level * SCALE + id), id)
+      local id = redis.call('INCR', P .. K.sequence)
+      redis.call('HSET', P .. K.requests, id, blob)
+      if redis.call('SISMEMBER', P .. K.active, host) == 1 then
+        redis.call('ZADD', P .. K.queue .. host, fmt(level * SCALE + id), id)
       else
-        redis.call('LPUSH', P .. 'front:' .. level, host .. ' ' .. id)
+        redis.call('LPUSH', P .. K.front .. level, host .. ' ' .. id)
       end
       moved = moved + 1
     end
   end
 end
 if moved > 0 then
-  redis.call('INCRBY', P .. 'queued', moved)
+  redis.call('INCRBY', P .. K.queued, moved)
 end
 local remaining = redis.call('ZCOUNT', due, '-inf', now)
 local first = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')

@@ -41,14 +41,14 @@ local grouping = tonumber(ARGV[6])
 local g = grouping == 2 and 1 or 0
 local stride = 7 + g + k + c
 local bloom = KEYS[1]
-local active = P .. 'active'
-local host_pages = P .. 'budget:host'
-local domain_pages = P .. 'budget:domain'
-local seq = P .. 'seq'
+local active = P .. K.active
+local host_pages = P .. K.host_pages
+local domain_pages = P .. K.domain_pages
+local seq = P .. K.sequence
 local set_bits = batch('BITFIELD', bloom)
-local count_inlinks = batch('BITFIELD', P .. 'inlinks', 'OVERFLOW', 'SAT')
-local requests = batch('HSET', P .. 'req')
-local groups = batch('HSET', P .. 'group')
+local count_inlinks = batch('BITFIELD', P .. K.inlinks, 'OVERFLOW', 'SAT')
+local requests = batch('HSET', P .. K.requests)
+local groups = batch('HSET', P .. K.group)
 local grouped_now = {}
 local back_queues, front_queues = {}, {}
 -- Per call: pages stored per host / domain (read once), pages added per
@@ -76,7 +76,7 @@ for i = 7, #ARGV, stride do
       push4(count_inlinks, 'INCRBY', 'u8', ARGV[cells + j], '1')
     end
   end
-  local exact = P .. 'seen:x:' .. set
+  local exact = P .. K.seen_exact .. set
   local dont_filter = flags % 2 == 1
   local exact_only = math.floor(flags / 2) % 2 == 1
   local status = 'new'
@@ -133,7 +133,7 @@ for i = 7, #ARGV, stride do
       push2(requests, id, ARGV[i + 6])
       local queue = back_queues[host]
       if queue == nil then
-        queue = batch('ZADD', P .. 'q:' .. host)
+        queue = batch('ZADD', P .. K.queue .. host)
         back_queues[host] = queue
       end
       push2(queue, fmt(level * SCALE + base_id + added), id)
@@ -143,7 +143,7 @@ for i = 7, #ARGV, stride do
       -- the refill gives its host a back queue.
       local queue = front_queues[level]
       if queue == nil then
-        queue = batch('LPUSH', P .. 'front:' .. level)
+        queue = batch('LPUSH', P .. K.front .. level)
         front_queues[level] = queue
       end
       push1(queue, host .. ' ' .. id .. ' ' .. ARGV[i + 6])
@@ -174,7 +174,7 @@ for domain, n in pairs(domain_added) do
 end
 if added > 0 then
   redis.call('INCRBY', seq, added)
-  redis.call('INCRBY', P .. 'queued', added)
-  redis.call('INCRBY', P .. 'seencount', added)
+  redis.call('INCRBY', P .. K.queued, added)
+  redis.call('INCRBY', P .. K.seen_count, added)
 end
 return {added, duplicates, over_host, over_domain, false_positives}

@@ -9,7 +9,7 @@ local dead = KEYS[1]
 local revived = 0
 for i = 2, #ARGV, 2 do
   local id = ARGV[i]
-  local info = redis.call('HGET', P .. 'deadinfo', id)
+  local info = redis.call('HGET', P .. K.dead_info, id)
   local stored = redis.call('HGET', dead, id)
   if info and stored then
     local host, level = string.match(info, '^(%S+)\t(%d+)\t')
@@ -17,15 +17,15 @@ for i = 2, #ARGV, 2 do
     if blob == '' then
       blob = stored
     end
-    redis.call('HSET', P .. 'req', id, blob)
-    if redis.call('SISMEMBER', P .. 'active', host) == 1 then
-      redis.call('ZADD', P .. 'q:' .. host, fmt(tonumber(level) * SCALE + tonumber(id)), id)
+    redis.call('HSET', P .. K.requests, id, blob)
+    if redis.call('SISMEMBER', P .. K.active, host) == 1 then
+      redis.call('ZADD', P .. K.queue .. host, fmt(tonumber(level) * SCALE + tonumber(id)), id)
     else
-      redis.call('LPUSH', P .. 'front:' .. level, host .. ' ' .. id)
+      redis.call('LPUSH', P .. K.front .. level, host .. ' ' .. id)
     end
     redis.call('HDEL', dead, id)
-    redis.call('HDEL', P .. 'deadinfo', id)
-    redis.call('INCR', P .. 'queued')
+    redis.call('HDEL', P .. K.dead_info, id)
+    redis.call('INCR', P .. K.queued)
     revived = revived + 1
   end
 end

@@ -8,18 +8,18 @@
 -- Returns the number of URLs scheduled.
 local P = ARGV[1]
 local due = KEYS[1]
-local requests = P .. 'due:req'
+local requests = P .. K.due_requests
 local scheduled = 0
 for i = 2, #ARGV, 6 do
   local member, at, level, host, blob, field = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
   redis.call('ZADD', due, at, member)
   redis.call('HSET', requests, member, level .. ' ' .. host .. ' ' .. blob)
   if field ~= '' then
-    local metadata = P .. 'urlmeta:' .. host
+    local metadata = P .. K.urlmeta .. host
     local packed = redis.call('HGET', metadata, field)
     if packed then
       local record = cmsgpack.unpack(packed)
-      record[13] = math.floor(tonumber(at) / 1000)  -- next_visit, seconds
+      record[URLMETA.next_visit] = math.floor(tonumber(at) / 1000)  -- seconds
       redis.call('HSET', metadata, field, cmsgpack.pack(record))
     end
   end

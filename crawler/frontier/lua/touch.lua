@@ -17,10 +17,10 @@ for i = 3, #ARGV, 3 do
     for j = 1, #member, 2 do
       field = field .. string.char(tonumber(string.sub(member, j, j + 1), 16))
     end
-    local packed = redis.call('HGET', P .. 'urlmeta:' .. host, field)
+    local packed = redis.call('HGET', P .. K.urlmeta .. host, field)
     local fetched = 0
     if packed then
-      fetched = cmsgpack.unpack(packed)[3] or 0
+      fetched = cmsgpack.unpack(packed)[URLMETA.fetched_at] or 0
     end
     if fetched < lastmod then
       redis.call('ZADD', due, now, member)

@@ -25,11 +25,11 @@ local new = cmsgpack.unpack(ARGV[2])
 local threshold = tonumber(ARGV[3])
 local P, host, flags, positions, cells = ARGV[4], ARGV[5], tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
 local window = tonumber(ARGV[9] or '0')
--- Record layout (1-based): 1 version, 2 state, 3 fetched_at, 4 status,
--- 5 digest (8 bytes), 6 simhash (8 bytes), 7 etag, 8 last_modified,
--- 9 length, 10 outlinks, 11 observations, 12 changes, 13 next_visit,
--- 14 first_fetch
-local DIGEST, SIMHASH, OBS, CHANGES, FETCHED, NEXT, FIRST = 5, 6, 11, 12, 3, 13, 14
+-- Record layout: URLMETA (generated from crawler/metadata/store.py, see crawler/schema.py).
+local DIGEST, SIMHASH, OBS, CHANGES = URLMETA.digest8, URLMETA.simhash8, URLMETA.observations, URLMETA.changes
+local FETCHED, NEXT, FIRST = URLMETA.fetched_at, URLMETA.next_visit, URLMETA.first_fetch
+local STATUS, ETAG, LAST_MODIFIED = URLMETA.status, URLMETA.etag, URLMETA.last_modified
+local LENGTH, OUTLINKS = URLMETA.length, URLMETA.outlinks
 
 local function distance(a, b)
   local d = 0
@@ -45,18 +45,18 @@ end
 
 local function inlink_count()
   if positions ~= '' and cells > 0 then
-    return inlink_estimate(P .. 'inlinks', positions, cells)
+    return inlink_estimate(P .. K.inlinks, positions, cells)
   end
   return 0
 end
 
-local quality = P .. 'hostq'
+local quality = P .. K.host_quality
 local old_packed = redis.call('HGET', KEYS[1], field)
 local changed, previous = -1, 0
 if old_packed then
   local old = cmsgpack.unpack(old_packed)
   local since = (new[FETCHED] or 0) - (old[FETCHED] or 0)
-  if window > 0 and math.abs(since) < window and new[4] == old[4]
+  if window > 0 and math.abs(since) < window and new[STATUS] == old[STATUS]
       and type(new[DIGEST]) == 'string' and #new[DIGEST] == 8 and new[DIGEST] == old[DIGEST] then
     local counts = redis.call('HMGET', quality, host .. '|n', host .. '|e', host .. '|d')
     return {0, old[OBS] or 0, old[CHANGES] or 0, old[FETCHED] or 0, old[FIRST] or 0, inlink_count(),
@@ -69,11 +69,11 @@ if old_packed then
   if new[NEXT] == 0 then
     new[NEXT] = old[NEXT] or 0
   end
-  if new[4] == 304 and type(old[DIGEST]) == 'string' and #old[DIGEST] == 8 then
+  if new[STATUS] == 304 and type(old[DIGEST]) == 'string' and #old[DIGEST] == 8 then
     -- Not modified: the stored content stands (validators refreshed if sent).
-    new[DIGEST], new[SIMHASH], new[9], new[10] = old[DIGEST], old[SIMHASH], old[9], old[10]
-    if new[7] == '' then new[7] = old[7] end
-    if new[8] == 0 then new[8] = old[8] end
+    new[DIGEST], new[SIMHASH], new[LENGTH], new[OUTLINKS] = old[DIGEST], old[SIMHASH], old[LENGTH], old[OUTLINKS]
+    if new[ETAG] == '' then new[ETAG] = old[ETAG] end
+    if new[LAST_MODIFIED] == 0 then new[LAST_MODIFIED] = old[LAST_MODIFIED] end
   end
   if type(new[DIGEST]) == 'string' and #new[DIGEST] == 8 then
     if type(old[DIGEST]) == 'string' and #old[DIGEST] == 8 then
@@ -97,7 +97,7 @@ if old_packed then
   else
     -- A failed fetch keeps the last good content fields.
     new[DIGEST], new[SIMHASH] = old[DIGEST], old[SIMHASH]
-    new[7], new[8], new[9], new[10] = old[7], old[8], old[9], old[10]
+    new[ETAG], new[LAST_MODIFIED], new[LENGTH], new[OUTLINKS] = old[ETAG], old[LAST_MODIFIED], old[LENGTH], old[OUTLINKS]
   end
 else
   new[OBS] = (type(new[DIGEST]) == 'string' and #new[DIGEST] == 8) and 1 or 0
