@@ -1,4 +1,10 @@
-"""``Request.meta`` keys the crawler's components share (one place, plain strings)."""
+"""Every ``Request.meta`` key of the crawler's own, in one place (plain strings).
+
+Scrapy's own keys (``depth``, ``download_latency``, ``download_timeout``,
+``download_maxsize``, ``handle_httpstatus_all``, ``proxy``...) keep their
+Scrapy meaning and are not repeated here. Keys marked process-local never
+reach the frontier's store (:data:`crawler.frontier.codec.PROCESS_LOCAL_META`).
+"""
 
 #: The response's Content-Encoding before decompression (for the WARC headers).
 ORIGINAL_ENCODING_META = "original_content_encoding"
@@ -15,3 +21,19 @@ ROBOTS_META = "robots_txt_fetch"
 CONTACTED_META = "host_contacted"
 #: Check this URL against the frontier's exact seen store only, not the Bloom filter (sitemap URLs).
 EXACT_SEEN_META = "frontier_exact_seen"
+#: The :class:`~crawler.frontier.outcome.Handout` of a request served by the frontier (process-local).
+LEASE_META = "frontier_lease"
+#: A URL stored already normalized: the download handler sends it as it is (process-local).
+VERBATIM_URL_META = "verbatim_url"
+#: Retries of a URL so far: of transient failures, and of 429/503 answers.
+RETRY_META = "retry_times"
+THROTTLED_META = "throttled_times"
+#: A sitemap fetch (its body type is not filtered).
+SITEMAP_META = "sitemap"
+#: A URL a sitemap listed: the flag, and its ``lastmod`` as written.
+FROM_SITEMAP_META = "from_sitemap"
+SITEMAP_LASTMOD_META = "sitemap_lastmod"
+#: Bytes of a robots.txt body received so far (the body cap).
+ROBOTS_BYTES_META = "robots_bytes"
+#: The page module that asked for a request (its responses go back to it).
+MODULE_META = "module"

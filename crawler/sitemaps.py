@@ -19,6 +19,7 @@ from scrapy.settings import BaseSettings
 from scrapy.utils.sitemap import Sitemap
 
 from crawler.exceptions import CrawlerError
+from crawler.meta import SITEMAP_META
 from crawler.settings_parsing import get_bool, get_int
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -88,11 +89,6 @@ def parse_sitemap(body: bytes, max_urls: int = 50_000, max_bytes: int = 50 * 102
     return SitemapContent(kind, entries, truncated)
 
 
-#: ``Request.meta`` key marking a sitemap fetch (its body type is not filtered).
-SITEMAP_META = "sitemap"
-#: ``Request.meta`` of a URL a sitemap listed: the flag, and its ``lastmod`` as written.
-FROM_SITEMAP_META = "from_sitemap"
-SITEMAP_LASTMOD_META = "sitemap_lastmod"
 
 
 def sitemap_meta(max_bytes: int) -> dict[str, object]:

@@ -42,7 +42,7 @@ from crawler.frontier.policy import PolitenessKey, PriorityLevels
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.shards import ShardRouter, check_crawl_metadata, shard_frontiers
 from crawler.frontier.store import RedisFrontier
-from crawler.middlewares.retry import RETRY_META, THROTTLED_META
+from crawler.meta import RETRY_META, THROTTLED_META
 from crawler.ops.figures import latency_buckets
 from crawler.ops.timeline import Timeline
 from crawler.ops.view import describe_next, frontier_figures, top_hosts

@@ -63,7 +63,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from crawler.downloader import http11
 from crawler.downloader.dns import resolver_from_settings
-from crawler.meta import CONTACTED_META
+from crawler.meta import CONTACTED_META, VERBATIM_URL_META
 from crawler.netguard import AddressPolicy, BlockedAddressError, parse_ip
 from crawler.scrapy_internals import (
     AiohttpDownloadHandler,
@@ -429,7 +429,7 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
         proxy = self._extract_proxy_url_with_creds(request)
         headers = self._request_headers(request).to_tuple_list()
         url: str | yarl.URL = request.url
-        if request.meta.get("verbatim_url"):
+        if request.meta.get(VERBATIM_URL_META):
             url = yarl.URL(request.url, encoded=True)
         client_timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=min(self._connect_timeout, timeout))
         try:

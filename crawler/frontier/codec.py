@@ -23,13 +23,13 @@ import msgpack
 from scrapy import Request, Spider
 
 from crawler.exceptions import CodecError
-from crawler.meta import CONTACTED_META
+from crawler.meta import CONTACTED_META, LEASE_META, VERBATIM_URL_META
 
 CODEC_VERSION = 1
 
 #: Meta keys that only make sense inside one process and are never stored.
 PROCESS_LOCAL_META = frozenset(
-    {"frontier_lease", "download_slot", "download_latency", "_slot", "verbatim_url", CONTACTED_META}
+    {LEASE_META, "download_slot", "download_latency", "_slot", VERBATIM_URL_META, CONTACTED_META}
 )
 
 _SCALARS = (str, bytes, int, float, bool, type(None))
@@ -131,7 +131,7 @@ class RequestCodec:
         _, url, method, headers, body, priority, callback, errback, meta, cb_kwargs, dont_filter = fields
         # The stored URL is the one a Request already made safe when it was
         # first created; Scrapy's `verbatim_url` skips escaping it again.
-        meta = {**meta, "verbatim_url": True} if meta else {"verbatim_url": True}
+        meta = {**meta, VERBATIM_URL_META: True} if meta else {VERBATIM_URL_META: True}
         return Request(
             url,
             method=method or "GET",

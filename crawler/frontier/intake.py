@@ -26,13 +26,19 @@ from crawler.bounded import BoundedSet
 from crawler.exceptions import CodecError
 from crawler.frontier.policy import PriorityLevels
 from crawler.frontier.store import DONT_FILTER, EXACT_ONLY, EnqueueEntry, Touch
-from crawler.meta import EXACT_SEEN_META, EXPECTED_TYPES_META
+from crawler.meta import (
+    EXACT_SEEN_META,
+    EXPECTED_TYPES_META,
+    FROM_SITEMAP_META,
+    SITEMAP_LASTMOD_META,
+    SITEMAP_META,
+    VERBATIM_URL_META,
+)
 from crawler.metadata.hostquality import HostQualityCache
 from crawler.netguard import parse_ip
 from crawler.policy.clock import CrawlClock
 from crawler.policy.priority import PriorityPolicy, PrioritySignals
 from crawler.policy.recrawl import lastmod_epoch
-from crawler.sitemaps import FROM_SITEMAP_META, SITEMAP_LASTMOD_META, SITEMAP_META
 from crawler.urls import url_fingerprint
 from crawler.urls.domains import RegisteredDomains
 from crawler.urls.filters import Dropped, UrlFilter
@@ -130,7 +136,7 @@ class Intake:
             return False
         assert self.codec is not None and self.frontiers, "Intake.request() before bind()"
         if normalized != request.url:
-            request = request.replace(url=normalized, meta={**request.meta, "verbatim_url": True})
+            request = request.replace(url=normalized, meta={**request.meta, VERBATIM_URL_META: True})
         try:
             encoded = self.codec.encode(request)
         except CodecError as exc:

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import IgnoreRequest
 
+from crawler.meta import LEASE_META
+
 if TYPE_CHECKING:
     from scrapy import Request
 
-#: ``Request.meta`` key holding the :class:`Handout` of a request served by the frontier.
-LEASE_META = "frontier_lease"
 
 
 class LeaseAction(IntEnum):

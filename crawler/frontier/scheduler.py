@@ -77,7 +77,7 @@ from crawler.frontier.codec import RequestCodec
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.context import FrontierContext
 from crawler.frontier.intake import Intake
-from crawler.frontier.outcome import LEASE_META, Handout, LeaseAction
+from crawler.frontier.outcome import Handout, LeaseAction
 from crawler.frontier.policy import PolitenessKey, PolitenessPolicy, PriorityLevels
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.shards import ShardRouter, check_crawl_metadata, shard_frontiers
@@ -87,7 +87,7 @@ from crawler.frontier.store import (
     RedisFrontier,
     StepResult,
 )
-from crawler.meta import CONTACTED_META
+from crawler.meta import CONTACTED_META, LEASE_META
 from crawler.metadata.hostquality import HostQualityCache
 from crawler.middlewares.robots import robots_lease_request
 from crawler.policy.clock import CrawlClock

@@ -26,9 +26,8 @@ from scrapy import signals
 from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddleware
 from scrapy.exceptions import IgnoreRequest, StopDownload
 
-from crawler.meta import EXPECTED_TYPES_META, ORIGINAL_ENCODING_META, ROBOTS_META
+from crawler.meta import EXPECTED_TYPES_META, ORIGINAL_ENCODING_META, ROBOTS_META, SITEMAP_META
 from crawler.settings_parsing import get_int, get_list
-from crawler.sitemaps import SITEMAP_META
 
 if TYPE_CHECKING:
     from typing import Self

@@ -52,7 +52,7 @@ from scrapy.exceptions import (
 
 from crawler.downloader.handler import ServerSilentError, TlsError
 from crawler.frontier.outcome import HostSignal, Rescheduled, dead_letter, handout_of, reschedule
-from crawler.meta import ROBOTS_META
+from crawler.meta import RETRY_META, ROBOTS_META, THROTTLED_META
 from crawler.politeness.backoff import BackoffPolicy, parse_retry_after
 
 if TYPE_CHECKING:
@@ -82,8 +82,6 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
 #: a name that does not resolve): one more try would hold a fetch slot for nothing.
 SILENT_ERRORS: tuple[type[BaseException], ...] = (ServerSilentError, CannotResolveHostError)
 
-RETRY_META = "retry_times"
-THROTTLED_META = "throttled_times"
 
 
 class RetryMiddleware:

@@ -57,7 +57,7 @@ from crawler.frontier.context import FrontierContext
 from crawler.frontier.outcome import HostSignal, Rescheduled, complete, dead_letter, handout_of, reschedule
 from crawler.frontier.policy import PolitenessPolicy
 from crawler.frontier.shards import ShardRouter
-from crawler.meta import ROBOTS_META
+from crawler.meta import ROBOTS_BYTES_META, ROBOTS_META
 from crawler.netguard import BlockedAddressError
 from crawler.politeness.backoff import parse_retry_after
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
@@ -150,8 +150,8 @@ class RobotsTxtMiddleware:
     def _bytes_received(self, data: bytes, request: Request, spider: Any = None) -> None:
         if ROBOTS_META not in request.meta:
             return
-        received = request.meta.get("robots_bytes", 0) + len(data)
-        request.meta["robots_bytes"] = received
+        received = request.meta.get(ROBOTS_BYTES_META, 0) + len(data)
+        request.meta[ROBOTS_BYTES_META] = received
         if received > self.config.max_bytes:
             raise StopDownload(fail=False)
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Self
 from scrapy.exceptions import NotConfigured
 
 from crawler.links import BaseUrl, resolve
-from crawler.meta import EXPECTED_TYPES_META
+from crawler.meta import EXPECTED_TYPES_META, MODULE_META
 from crawler.settings_parsing import get_bool
 
 if TYPE_CHECKING:
@@ -45,5 +45,5 @@ class PngImagesModule:
         if found:
             yield from page.follow(
                 list(dict.fromkeys(found)), page.item.depth + 1, callback="parse_resource",
-                meta={EXPECTED_TYPES_META: ["image/png"], "module": MODULE},
+                meta={EXPECTED_TYPES_META: ["image/png"], MODULE_META: MODULE},
             )

@@ -31,14 +31,19 @@ from selectolax.lexbor import LexborHTMLParser
 from crawler.bounded import BoundedSet
 from crawler.frontier.context import FrontierContext
 from crawler.items import PageItem
-from crawler.meta import ORIGINAL_ENCODING_META, REVISIT_META
+from crawler.meta import (
+    FROM_SITEMAP_META,
+    MODULE_META,
+    ORIGINAL_ENCODING_META,
+    REVISIT_META,
+    SITEMAP_LASTMOD_META,
+    VERBATIM_URL_META,
+)
 from crawler.modules.base import Page, PageModule, build_modules
 from crawler.policy.recrawl import RecrawlMode
 from crawler.seeds import load_seeds
 from crawler.settings_parsing import get_dict, get_int
 from crawler.sitemaps import (
-    FROM_SITEMAP_META,
-    SITEMAP_LASTMOD_META,
     SitemapContent,
     SitemapError,
     SitemapKind,
@@ -164,7 +169,7 @@ class WebSpider(Spider):
     def parse_resource(self, response: Response) -> Iterator[Any]:
         """A resource a page module asked for (an image...): recorded, not parsed."""
         item = self._item(response)
-        item.module = response.meta.get("module")
+        item.module = response.meta.get(MODULE_META)
         item.callback = "parse_resource"
         yield item
 
@@ -248,5 +253,5 @@ class WebSpider(Spider):
         for url in new:
             request_meta = {"depth": depth, **(meta or {})}
             if _ALREADY_SAFE.match(url):
-                request_meta["verbatim_url"] = True
+                request_meta[VERBATIM_URL_META] = True
             yield Request(url, callback=method, priority=priority, meta=request_meta)
