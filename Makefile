@@ -11,7 +11,7 @@ empty :=
 space := $(empty) $(empty)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: crawl test lint unit venv replay-venv redis-server chromium bench scale clean
+.PHONY: crawl test lint unit docs venv replay-venv redis-server chromium bench scale clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
@@ -52,8 +52,13 @@ crawl: venv redis-server
 		$(if $(USER_AGENT),-s "USER_AGENT=$(USER_AGENT)") $(ARGS)
 
 ## make test: lint, types, and the whole test suite (starts its own Redis and mock web)
-test: venv replay-venv redis-server chromium lint
+test: venv replay-venv redis-server chromium lint docs
 	$(BIN)/python -m pytest -q --timeout=600 tests
+
+## make docs: the documentation site (build/docs/), strictly: a broken link or anchor fails
+docs: venv
+	$(BIN)/python -m crawler.defaults > docs/reference/settings.md
+	$(BIN)/mkdocs build --quiet
 
 ## make unit: the fast lane: lint, types and every test that starts no subprocess (under a minute)
 unit: venv lint

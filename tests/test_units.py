@@ -468,3 +468,13 @@ def test_the_lua_scripts_build_keys_and_read_records_only_through_the_schema() -
     assert used["K"] and used["DK"] and used["URLMETA"]
     prelude = lua_prelude()
     assert "ready = 'ready'" in prelude and "next_visit = 13" in prelude and "DEAD = 3" in prelude
+
+
+def test_the_committed_settings_reference_is_the_generated_one() -> None:
+    """docs/reference/settings.md is generated from crawler/defaults.py (make docs); it must not drift."""
+    from pathlib import Path
+
+    from crawler import defaults
+
+    committed = Path(__file__).resolve().parent.parent.joinpath("docs", "reference", "settings.md")
+    assert committed.read_text(encoding="utf-8") == defaults.reference(), "run: make docs"
