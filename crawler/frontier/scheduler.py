@@ -74,6 +74,7 @@ from scrapy.utils.defer import deferred_from_coro
 from crawler.downloader.dns import CachingGuardedResolver, resolver_from_settings
 from crawler.exceptions import CodecError, ConfigurationError, FrontierUnavailableError
 from crawler.frontier.codec import RequestCodec
+from crawler.frontier.completion import LeaseCompleter
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.context import FrontierContext
 from crawler.frontier.intake import Intake
@@ -81,13 +82,14 @@ from crawler.frontier.outcome import Handout, LeaseAction
 from crawler.frontier.policy import PolitenessKey, PolitenessPolicy, PriorityLevels
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.shards import ShardRouter, check_crawl_metadata, shard_frontiers
+from crawler.frontier.stepstats import count_step
 from crawler.frontier.store import (
     Completion,
     EnqueueEntry,
     RedisFrontier,
     StepResult,
 )
-from crawler.meta import CONTACTED_META, LEASE_META
+from crawler.meta import LEASE_META
 from crawler.metadata.hostquality import HostQualityCache
 from crawler.middlewares.robots import robots_lease_request
 from crawler.policy.clock import CrawlClock
@@ -98,7 +100,6 @@ from crawler.redisconn.outage import REDIS_DOWN
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
 from crawler.scrapy_internals import engine_slot
 from crawler.settings_parsing import get_float
-from crawler.urls import url_fingerprint
 from crawler.urls.filters import FilterConfig, UrlFilter
 
 if TYPE_CHECKING:
@@ -242,6 +243,7 @@ class FrontierScheduler(BaseScheduler):
         self.frontiers = shard_frontiers(client, self.router, self.config, self.seen, self.backoff)
         self.codec = RequestCodec(spider)
         self.intake.bind(self.codec, self.frontiers)
+        self.completer = LeaseCompleter(self.politeness, self.codec, self.stats)
         for frontier in self.frontiers:
             await frontier.prepare()
         # The engine's own record of requests still being processed, and its
@@ -308,7 +310,7 @@ class FrontierScheduler(BaseScheduler):
                         touches=touches.get(shard),
                         crawl_now_ms=crawl_now_ms,
                     )
-                    self._record(result)
+                    count_step(self.stats, result)
                     self.stats.inc_value("frontier/released", result.released)
                     for pending in (enqueues, self._completions, touches, releases):
                         pending.pop(shard, None)
@@ -411,55 +413,9 @@ class FrontierScheduler(BaseScheduler):
         now = time.time()
         completions = self._completions
         for request in finished:
-            completion = self._completion(request, self._handed.pop(request), now)
+            completion = self.completer.completion(request, self._handed.pop(request), now)
             completions.setdefault(completion.shard, []).append(completion)
         self._poke()
-
-    def _completion(self, request: Request, handout: Handout, now: float) -> Completion:
-        meta = request.meta
-        if CONTACTED_META not in meta:
-            # Never reached the network (a middleware ended it first): the host
-            # owes no delay (0 tells the ack script).
-            next_allowed = 0
-        else:
-            duration = meta.get("download_latency")
-            if duration is None:  # the fetch failed: it took this long
-                duration = now - handout.handed_at
-            next_allowed = self.politeness.next_allowed_ms(now, duration)
-        outcome = handout.outcome
-        if outcome is None:
-            return Completion(handout.lease.member, next_allowed, int(now * 1000), host_signal=handout.host_signal,
-                              shard=handout.lease.shard)
-        if outcome.action is LeaseAction.DONE:
-            return Completion(handout.lease.member, next_allowed, int(now * 1000),
-                              not_before_ms=int(outcome.not_before * 1000), host_signal=outcome.host_signal,
-                              shard=handout.lease.shard)
-        blob = b""
-        if outcome.meta_updates:
-            assert self.codec is not None
-            try:
-                blob = self.codec.encode(request.replace(meta={**request.meta, **outcome.meta_updates})).blob
-            except CodecError as exc:
-                logger.error("Frontier could not re-encode %s: %s; keeping the stored request", request.url, exc)
-        if outcome.action is LeaseAction.REQUEUE:
-            self.stats.inc_value("frontier/requeued")
-        else:
-            self.stats.inc_value("frontier/dead_lettered")
-            self.stats.inc_value(f"frontier/dead_lettered/{outcome.error or 'unknown'}")
-            logger.warning("Dead letter: %s (%s: %s)", request.url, outcome.error, outcome.message)
-        return Completion(
-            handout.lease.member,
-            next_allowed,
-            int(now * 1000),
-            action=outcome.action,
-            not_before_ms=int(outcome.not_before * 1000),
-            blob=blob,
-            host_signal=outcome.host_signal,
-            error=outcome.error,
-            message=outcome.message,
-            metadata_field=url_fingerprint(request.url)[:8] if outcome.action is LeaseAction.DEAD else b"",
-            shard=handout.lease.shard,
-        )
 
     def _poke(self) -> None:
         if self._wake is not None:
@@ -642,7 +598,7 @@ class FrontierScheduler(BaseScheduler):
     def _absorb(self, shard: int, result: StepResult, now: float) -> None:
         """Take in one shard's step result: counts, timings, claimed requests."""
         assert self.codec is not None
-        self._record(result)
+        count_step(self.stats, result)
         drain = result.drain
         if drain is not None:
             self._shard_due_now[shard] = drain.due_now
@@ -684,42 +640,6 @@ class FrontierScheduler(BaseScheduler):
             handout = Handout(lease)
             request.meta[LEASE_META] = handout
             self._buffer.append((request, handout))
-
-    def _record(self, result: StepResult) -> None:
-        inc = self.stats.inc_value
-        if result.added:
-            inc("frontier/enqueued", result.added)
-        if result.duplicates:
-            inc("frontier/duplicate", result.duplicates)
-        if result.over_host_budget:
-            inc("urls/dropped/host_budget", result.over_host_budget)
-        if result.over_domain_budget:
-            inc("urls/dropped/domain_budget", result.over_domain_budget)
-        if result.bloom_false_positives:
-            inc("frontier/bloom_false_positive", result.bloom_false_positives)
-        if result.acked:
-            inc("frontier/acked", result.acked)
-        if result.stale:
-            inc("frontier/ack_stale", result.stale)
-        claim = result.claim
-        if claim is not None:
-            if claim.claimed:
-                inc("frontier/claimed", len(claim.claimed))
-            if claim.expired:
-                inc("frontier/lease_expired", claim.expired)
-                logger.info("Frontier: %d expired leases returned their URLs to the queues", claim.expired)
-            if claim.missing:
-                inc("frontier/missing_request", claim.missing)
-            if claim.opened:
-                inc("frontier/hosts_opened", claim.opened)
-            if claim.woken:
-                inc("frontier/hosts_woken", claim.woken)
-        if result.parked:
-            inc("frontier/hosts_parked", result.parked)
-        if result.drain is not None and result.drain.moved:
-            inc("recrawl/drained", result.drain.moved)
-        if result.touched:
-            inc("recrawl/sitemap_due", result.touched)
 
     # -- introspection -------------------------------------------------------------------
 

@@ -35,20 +35,51 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from redis.exceptions import NoScriptError, ResponseError
 
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.keys import FrontierKeys
-from crawler.frontier.outcome import HostSignal, LeaseAction
 from crawler.frontier.seen import SeenConfig
+from crawler.frontier.steps import (
+    DONT_FILTER,
+    EXACT_ONLY,
+    ROBOTS_REQUEST_ID,
+    ClaimResult,
+    Completion,
+    DeadLetter,
+    DrainResult,
+    EnqueueEntry,
+    FrontierCounts,
+    Lease,
+    StepResult,
+    Touch,
+    read_counts,
+)
 from crawler.politeness.backoff import BackoffPolicy
 from crawler.redisconn.link import AnyRedis, KeyConnection, is_slot_error
 from crawler.redisconn.resp import command
 from crawler.schema import script_source
 from crawler.urls.fingerprint import POSITIONS, bloom_positions, exact_key
+
+__all__ = [
+    "DONT_FILTER",
+    "EXACT_ONLY",
+    "ROBOTS_REQUEST_ID",
+    "ClaimResult",
+    "Completion",
+    "DeadLetter",
+    "DrainResult",
+    "EnqueueEntry",
+    "FrontierCounts",
+    "Lease",
+    "RedisFrontier",
+    "StepResult",
+    "Touch",
+    "load_script_source",
+    "read_counts",
+]
 
 SCRIPT_NAMES = ("enqueue", "claim", "ack", "release", "revive", "drain", "touch", "schedule")
 
@@ -56,189 +87,6 @@ SCRIPT_NAMES = ("enqueue", "claim", "ack", "release", "revive", "drain", "touch"
 def load_script_source(name: str) -> str:
     """The source of one frontier script, with the shared helpers prepended."""
     return script_source("crawler.frontier", name)
-
-
-#: The request id of a robots.txt lease (``ROBOTS_ID`` in ``lua/common.lua``): the
-#: host's robots.txt, fetched before its pages; its claimed blob is the host's
-#: first queued request, which stays queued.
-ROBOTS_REQUEST_ID = 0
-
-#: EnqueueEntry flags.
-DONT_FILTER = 1
-EXACT_ONLY = 2
-
-
-class EnqueueEntry(NamedTuple):
-    """One request for the enqueue script (see ``lua/enqueue.lua``)."""
-
-    exact_key: int
-    bloom_positions: bytes
-    exact_set: int
-    host: str
-    domain: str
-    level: int
-    flags: int
-    blob: bytes
-    #: The politeness group, when it is given per request (``FRONTIER_POLITENESS_KEY = "ip"``: the address).
-    group: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    """A claimed URL. ``member`` is the lease's identity in Redis."""
-
-    member: bytes
-    level: int
-    request_id: int
-    host: str
-    #: The frontier shard the lease was claimed from (its ack goes there).
-    shard: int = 0
-
-    @property
-    def robots(self) -> bool:
-        """A robots.txt lease: the host's robots.txt is fetched before its pages."""
-        return self.request_id == ROBOTS_REQUEST_ID
-
-    @classmethod
-    def from_member(cls, member: bytes, shard: int = 0) -> Lease:
-        _leaseno, level, request_id, host = member.decode("utf-8", "surrogateescape").split(" ", 3)
-        return cls(member, int(level), int(request_id), host, shard)
-
-
-@dataclass(frozen=True, slots=True)
-class Completion:
-    """A finished lease: the host's next allowed time and what becomes of the URL."""
-
-    member: bytes
-    next_allowed_ms: int
-    completed_ms: int
-    action: LeaseAction = LeaseAction.DONE
-    #: The host is not contacted before this (ms; 0 = no floor). For REQUEUE.
-    not_before_ms: int = 0
-    #: A re-encoded request to store (REQUEUE, DEAD); empty keeps the stored one.
-    blob: bytes = b""
-    host_signal: HostSignal = HostSignal.OK
-    #: Error class and message of a dead letter.
-    error: str = ""
-    message: str = ""
-    #: The URL's field in the URL metadata store, to mark a dead letter dead there.
-    metadata_field: bytes = b""
-    #: The frontier shard of the lease (see :class:`Lease`).
-    shard: int = 0
-
-
-@dataclass(frozen=True)
-class DeadLetter:
-    request_id: int
-    host: str
-    level: int
-    died_at: float
-    error: str
-    message: str
-    blob: bytes
-
-
-@dataclass(frozen=True)
-class ClaimResult:
-    claimed: list[tuple[Lease, bytes]]
-    expired: int
-    moved: int
-    next_ready_ms: int | None
-    next_expiry_ms: int | None
-    queued: int
-    leased: int
-    missing: int
-    #: Hosts given a back queue and ready at once (the active set grew by need).
-    opened: int = 0
-    #: Sleeping hosts woken.
-    woken: int = 0
-
-
-
-@dataclass(frozen=True)
-class StepResult:
-    added: int = 0
-    duplicates: int = 0
-    over_host_budget: int = 0
-    over_domain_budget: int = 0
-    bloom_false_positives: int = 0
-    acked: int = 0
-    stale: int = 0
-    released: int = 0
-    claim: ClaimResult | None = None
-    requeued: int = 0
-    dead: int = 0
-    parked: int = 0
-    drain: DrainResult | None = None
-    touched: int = 0
-
-
-@dataclass(frozen=True)
-class DrainResult:
-    """What a drain of the due set did and left (times in crawl-clock ms)."""
-
-    moved: int
-    due_now: int
-    next_due_ms: int | None
-    scheduled: int
-
-
-class Touch(NamedTuple):
-    """A sitemap lastmod for a URL: due now if fetched before it (``lua/touch.lua``)."""
-
-    member: str
-    host: str
-    lastmod: int
-
-
-@dataclass(frozen=True)
-class FrontierCounts:
-    queued: int
-    leased: int
-    active_hosts: int
-    ready_hosts: int
-    seen: int
-    front: tuple[int, ...] = field(default=())
-    #: Revisits in the due set.
-    due: int = 0
-    #: Hosts that own a back queue but sleep (wait beyond the sleep horizon), and parked ones among them.
-    sleeping: int = 0
-    parked: int = 0
-    #: URLs in the dead-letter queue.
-    dead_letters: int = 0
-
-    @property
-    def awake_hosts(self) -> int:
-        return self.active_hosts - self.sleeping
-
-
-async def read_counts(client: AnyRedis, keys: FrontierKeys, levels: int = 0) -> FrontierCounts:
-    """One shard's counters and sizes (a few O(1) reads), with the length of ``levels`` front queues."""
-    pipe = client.pipeline(transaction=False)
-    pipe.get(keys.queued)
-    pipe.zcard(keys.leases)
-    pipe.scard(keys.active)
-    pipe.zcard(keys.ready)
-    pipe.get(keys.seen_count)
-    pipe.zcard(keys.due)
-    pipe.zcard(keys.sleeping)
-    pipe.scard(keys.parked)
-    pipe.hlen(keys.dead)
-    for level in range(levels):
-        pipe.llen(keys.front(level))
-    replies = await pipe.execute()
-    return FrontierCounts(
-        queued=int(replies[0] or 0),
-        leased=int(replies[1]),
-        active_hosts=int(replies[2]),
-        ready_hosts=int(replies[3]),
-        seen=int(replies[4] or 0),
-        front=tuple(int(x) for x in replies[9:]),
-        due=int(replies[5]),
-        sleeping=int(replies[6]),
-        parked=int(replies[7]),
-        dead_letters=int(replies[8]),
-    )
 
 
 def _clean(text: str) -> str:
