@@ -6,6 +6,7 @@ namespace), the way two crawls share one Redis in production.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -18,6 +19,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -188,14 +190,56 @@ def crawl_env(**extra: str) -> dict[str, str]:
     return env
 
 
+class CrawlResult(subprocess.CompletedProcess[str]):
+    """A finished crawl: its exit code and output, and its final stats as data (``STATS_JSON_FILE``)."""
+
+    stats: dict[str, Any]
+
+
 def run_crawl(
     *args: str, settings: dict[str, object] | None = None, timeout: float = 120, cwd: Path = ROOT,
     env: dict[str, str] | None = None,
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        crawl_command(*args, settings=settings), cwd=cwd, env=env or crawl_env(), capture_output=True,
-        text=True, timeout=timeout, check=False,
-    )
+) -> CrawlResult:
+    """``scrapy crawl web`` with the test settings; the stats are read from the JSON file it writes."""
+    stats_file = Path(tempfile.mkstemp(prefix="crawl-stats-", suffix=".json")[1])
+    settings = {"STATS_JSON_FILE": str(stats_file), **(settings or {})}
+    try:
+        done = subprocess.run(
+            crawl_command(*args, settings=settings), cwd=cwd, env=env or crawl_env(), capture_output=True,
+            text=True, timeout=timeout, check=False,
+        )
+        text = stats_file.read_text(encoding="utf-8")
+    finally:
+        stats_file.unlink(missing_ok=True)
+    result = CrawlResult(done.args, done.returncode, done.stdout, done.stderr)
+    result.stats = json.loads(text) if text else {}
+    return result
+
+
+class RunningCrawl:
+    """``scrapy crawl web`` started in the background (several workers, a crawl to interrupt)."""
+
+    def __init__(self, *args: str, settings: dict[str, object] | None = None, stdout: Any = subprocess.DEVNULL) -> None:
+        self.stats_file = Path(tempfile.mkstemp(prefix="crawl-stats-", suffix=".json")[1])
+        command = crawl_command(*args, settings={"STATS_JSON_FILE": str(self.stats_file), **(settings or {})})
+        self.process = subprocess.Popen(command, cwd=ROOT, env=crawl_env(), stdout=stdout, stderr=subprocess.PIPE,
+                                        text=True)
+
+    def finish(self, timeout: float = 180) -> CrawlResult:
+        """Wait for the crawl to end; its output and final stats."""
+        stdout, stderr = self.process.communicate(timeout=timeout)
+        try:
+            text = self.stats_file.read_text(encoding="utf-8")
+        finally:
+            self.stats_file.unlink(missing_ok=True)
+        result = CrawlResult(self.process.args, self.process.returncode, stdout, stderr)
+        result.stats = json.loads(text) if text else {}
+        return result
+
+
+def stat(result: CrawlResult, key: str) -> int:
+    """A counter of a crawl's final stats (0 if it never counted)."""
+    return int(result.stats.get(key, 0))
 
 
 @dataclass

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -19,7 +18,7 @@ import redis
 
 from crawler.frontier.keys import FrontierKeys
 from crawler.metadata.store import UrlRecord, UrlState, url_field
-from tests.conftest import MockWeb, RedisServer, run_crawl
+from tests.conftest import MockWeb, RedisServer, run_crawl, stat
 from tests.support.mockweb import LogEntry, WebSpec, host_ip
 
 SCENARIO: dict[str, Any] = {
@@ -51,10 +50,6 @@ SCENARIO: dict[str, Any] = {
 }
 HOSTS = 20
 
-
-def stat(stderr: str, key: str) -> int:
-    match = re.search(rf"'{re.escape(key)}': (\d+)", stderr)
-    return int(match.group(1)) if match else 0
 
 
 def by_host(entries: list[LogEntry]) -> dict[int, list[LogEntry]]:
@@ -122,7 +117,7 @@ def crawl(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) -
 def test_the_crawl_finishes(crawl: dict[str, Any]) -> None:
     result = crawl["result"]
     assert result.returncode == 0, result.stderr[-4000:]
-    assert "'finish_reason': 'finished'" in result.stderr
+    assert result.stats["finish_reason"] == "finished"
 
 
 def test_robots_fetched_once_per_host_before_any_page(crawl: dict[str, Any]) -> None:
@@ -167,7 +162,7 @@ def test_only_the_first_500_kib_of_robots_are_parsed(crawl: dict[str, Any]) -> N
     fetched = paths(crawl["hosts"][6])
     assert "/p/2" not in fetched
     assert sorted(fetched) == ["/", "/p/1", "/p/3", "/robots.txt"]
-    assert stat(crawl["result"].stderr, "robots/truncated") == 1
+    assert stat(crawl["result"], "robots/truncated") == 1
 
 
 def test_crawl_delay_raises_the_host_delay_and_is_capped(crawl: dict[str, Any]) -> None:
@@ -176,12 +171,12 @@ def test_crawl_delay_raises_the_host_delay_and_is_capped(crawl: dict[str, Any]) 
         assert len(entries) == requests
         gaps = [b.start - a.end for a, b in itertools.pairwise(entries)]
         assert min(gaps) >= delay - 0.01, (host, gaps)
-    assert stat(crawl["result"].stderr, "robots/crawl_delay_capped") == 1
+    assert stat(crawl["result"], "robots/crawl_delay_capped") == 1
 
 
 def test_group_of_our_token_longest_match_allow_wins_and_wildcards(crawl: dict[str, Any]) -> None:
     assert sorted(paths(crawl["hosts"][8])) == ["/", "/p/1", "/robots.txt"]
-    assert stat(crawl["result"].stderr, "robots/disallowed") >= 3
+    assert stat(crawl["result"], "robots/disallowed") >= 3
 
 
 def test_sitemap_lines_are_recorded(crawl: dict[str, Any]) -> None:
@@ -198,7 +193,7 @@ def test_429_waits_at_least_retry_after_in_both_forms(crawl: dict[str, Any]) -> 
         assert first.status == 429
         after = entries[hits[0] + 1]
         assert after.start - first.end >= wait - 0.01, (path, after.start - first.end)
-    assert stat(crawl["result"].stderr, "retry/retry_after") == 2
+    assert stat(crawl["result"], "retry/retry_after") == 2
 
 
 def test_intermittent_503_backs_off_exponentially(crawl: dict[str, Any]) -> None:
@@ -223,34 +218,34 @@ def test_huge_octet_stream_stops_at_the_headers(crawl: dict[str, Any]) -> None:
     huge = [e for e in crawl["hosts"][13] if e.path == "/huge.html"]
     assert len(huge) == 1
     assert huge[0].end - huge[0].start < 2.0
-    assert stat(crawl["result"].stderr, "fetch/content_type_skipped") == 1
+    assert stat(crawl["result"], "fetch/content_type_skipped") == 1
 
 
 def test_gzip_bomb_is_stopped_at_the_size_cap(crawl: dict[str, Any]) -> None:
     assert paths(crawl["hosts"][14]).count("/bomb") == 1
-    assert stat(crawl["result"].stderr, "fetch/decompression_bomb") == 1
+    assert stat(crawl["result"], "fetch/decompression_bomb") == 1
 
 
 def test_truncated_body_is_retried_never_parsed(crawl: dict[str, Any]) -> None:
     assert paths(crawl["hosts"][15]).count("/truncated") == 2
     errors = {info[3] for info in crawl["dead"].values() if info[0] == host_ip(15)}
     assert errors == {"ResponseDataLossError"}
-    assert stat(crawl["result"].stderr, "fetch/truncated") == 2
+    assert stat(crawl["result"], "fetch/truncated") == 2
 
 
 def test_redirect_loops_end_and_chains_stop_at_the_limit(crawl: dict[str, Any]) -> None:
     fetched = paths(crawl["hosts"][16])
     assert fetched.count("/loop-a") == 1 and fetched.count("/loop-b") == 1
     assert [p for p in fetched if p.startswith("/chain-")] == [f"/chain-{n}" for n in range(7, 1, -1)]
-    assert stat(crawl["result"].stderr, "fetch/redirect_limit") == 1
+    assert stat(crawl["result"], "fetch/redirect_limit") == 1
 
 
 def test_private_addresses_are_never_requested(crawl: dict[str, Any]) -> None:
     assert "/private-links" in paths(crawl["hosts"][17])
     assert not [e for e in crawl["all"] if not e.host.startswith("127.20.")]
     # 169.254.169.254 and 10.0.0.1 (IP literals), localhost (resolved: 127.0.0.1).
-    assert stat(crawl["result"].stderr, "fetch/blocked_address") == 3
-    assert stat(crawl["result"].stderr, "dns/lookups") >= 1
+    assert stat(crawl["result"], "fetch/blocked_address") == 3
+    assert stat(crawl["result"], "dns/lookups") >= 1
 
 
 def test_server_errors_are_retried_then_dead_lettered(crawl: dict[str, Any]) -> None:
@@ -266,10 +261,10 @@ def test_bodies_over_the_size_cap_are_cut_and_large_ones_counted(crawl: dict[str
     fetched = paths(crawl["hosts"][19])
     assert fetched.count("/big.html") == 1  # over DOWNLOAD_MAXSIZE: dropped, not retried
     assert fetched.count("/large.html") == 1
-    assert stat(crawl["result"].stderr, "fetch/size_exceeded") == 1
+    assert stat(crawl["result"], "fetch/size_exceeded") == 1
     # /large.html, and host 6's robots.txt: its download stops at the chunk that
     # crosses 500 KiB, which here also crosses the 512 KiB warn size.
-    assert stat(crawl["result"].stderr, "fetch/size_warning") == 2
+    assert stat(crawl["result"], "fetch/size_warning") == 2
 
 
 def test_politeness_held_throughout(crawl: dict[str, Any]) -> None:
@@ -312,7 +307,7 @@ def test_placeholder_user_agent_stops_at_the_first_foreign_host_and_keeps_the_ur
         "-a", f"urls={web.url(0)}",
         settings={"REDIS_URL": redis_server.url, "FRONTIER_CRAWL_ID": "identity", "FRONTIER_MIN_DELAY": 0},
     )
-    assert "'finish_reason': 'user_agent_placeholder'" in result.stderr, result.stderr[-3000:]
+    assert result.stats["finish_reason"] == "user_agent_placeholder", result.stderr[-3000:]
     assert "USER_AGENT: still the placeholder" in result.stderr
     client = redis.Redis.from_url(redis_server.url)
     assert int(client.get(FrontierKeys("identity").queued) or 0) == 1  # the foreign URL is kept

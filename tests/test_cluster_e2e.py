@@ -16,7 +16,7 @@ import redis
 
 from crawler.frontier.keys import FrontierKeys
 from crawler.frontier.shards import ShardRouter
-from tests.conftest import ROOT, RedisClusterServers, RedisServer, crawl_command, crawl_env
+from tests.conftest import ROOT, RedisClusterServers, RedisServer, RunningCrawl, crawl_command, crawl_env, stat
 from tests.support.mockweb import WebSpec, host_ip, politeness
 from tests.test_crawl_e2e import fetched_pages
 
@@ -28,18 +28,13 @@ def crawl_with_two_workers(web: Any, settings: dict[str, object]) -> list[str]:
     seeds = ",".join(web.url(h) for h in SEEDS)
     base = {"FRONTIER_MIN_DELAY": 0.1, "FRONTIER_DELAY_FACTOR": 1, "CONCURRENT_REQUESTS": 8,
             "FRONTIER_IDLE_POLL": 0.2, **settings}
-    command = crawl_command("-a", f"urls={seeds}", settings=base)
-    workers = [
-        subprocess.Popen(command, cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         text=True)
-        for _ in range(2)
-    ]
-    outputs = [worker.communicate(timeout=180)[1] for worker in workers]
-    for worker, stderr in zip(workers, outputs):
-        assert worker.returncode == 0, stderr[-3000:]
-        assert "'finish_reason': 'finished'" in stderr, stderr[-3000:]
-        assert "'frontier/acked': " in stderr, "both workers fetched"
-    return outputs
+    workers = [RunningCrawl("-a", f"urls={seeds}", settings=base) for _ in range(2)]
+    results = [worker.finish(timeout=180) for worker in workers]
+    for result in results:
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert result.stats["finish_reason"] == "finished", result.stderr[-3000:]
+        assert stat(result, "frontier/acked") > 0, "both workers fetched"
+    return [result.stderr for result in results]
 
 
 def assert_guarantees(web: Any) -> None:

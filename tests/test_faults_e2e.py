@@ -19,7 +19,7 @@ from warcio.archiveiterator import ArchiveIterator
 from crawler.frontier.keys import FrontierKeys
 from crawler.metadata.store import UrlRecord, url_field
 from crawler.urls import normalize_url
-from tests.conftest import ROOT, RedisServer, crawl_command, crawl_env
+from tests.conftest import RedisServer, RunningCrawl
 from tests.support.mockweb import WebSpec, host_index, parse_page_path, politeness
 from tests.test_crawl_e2e import fetched_pages, wait_for_log
 
@@ -71,21 +71,22 @@ def settings_for(redis_url: str, crawl_id: str, data: Path, **extra: object) -> 
 
 
 def start_workers(count: int, seeds: str, settings: dict[str, object]) -> list[subprocess.Popen[str]]:
-    command = crawl_command("-a", f"urls={seeds}", settings=settings)
-    return [
-        subprocess.Popen(command, cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         text=True)
-        for _ in range(count)
-    ]
+    crawls = [RunningCrawl("-a", f"urls={seeds}", settings=settings) for _ in range(count)]
+    _running.update((crawl.process, crawl) for crawl in crawls)
+    return [crawl.process for crawl in crawls]
+
+
+#: The background crawl of each worker process (its stats file).
+_running: dict[subprocess.Popen[str], RunningCrawl] = {}
 
 
 def finish(workers: list[subprocess.Popen[str]], timeout: float = 180) -> list[str]:
     outputs = []
     for worker in workers:
-        _, stderr = worker.communicate(timeout=timeout)
-        assert worker.returncode == 0, stderr[-3000:]
-        assert "'finish_reason': 'finished'" in stderr, stderr[-3000:]
-        outputs.append(stderr)
+        result = _running.pop(worker).finish(timeout=timeout)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert result.stats["finish_reason"] == "finished", result.stderr[-3000:]
+        outputs.append(result.stderr)
     return outputs
 
 

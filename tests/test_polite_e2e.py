@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import RedisServer, run_crawl, start_mockweb
+from tests.conftest import RedisServer, run_crawl, start_mockweb, stat
 from tests.support.mockweb import LogEntry, WebSpec, free_port, host_ip
 
 LIVE = 6
@@ -24,10 +24,6 @@ DEAD = 6  # even: silent (accepts, never answers); odd: refuses connections
 ROBOTS_5XX = 5  # a live host whose robots.txt always answers 500
 DELAY = 0.2
 
-
-def stat(stderr: str, key: str) -> int:
-    match = re.search(rf"'{re.escape(key)}': (\d+)", stderr)
-    return int(match.group(1)) if match else 0
 
 
 def final_progress(stderr: str) -> str:
@@ -101,10 +97,10 @@ def test_a_silent_host_holds_a_slot_once_then_sleeps_parked(dead_web_crawl: dict
     for twin in range(0, DEAD, 2):
         asked = [e for e in entries if e.host == host_ip(LIVE + twin)]
         assert [e.path for e in asked] == ["/robots.txt"], asked  # its first request, never a second
-    assert stat(result.stderr, "fetch/server_silent") == DEAD // 2
-    assert stat(result.stderr, "frontier/hosts_parked") >= DEAD // 2
+    assert stat(result, "fetch/server_silent") == DEAD // 2
+    assert stat(result, "frontier/hosts_parked") >= DEAD // 2
     # Refused connections are known at once, and the hosts sleep until robots.txt is tried again.
-    assert stat(result.stderr, "robots/error/DownloadConnectionRefusedError") == DEAD // 2
+    assert stat(result, "robots/error/DownloadConnectionRefusedError") == DEAD // 2
     progress = final_progress(result.stderr)
     sleeping = re.search(r"([\d,]+) sleeping \(([\d,]+) parked\)", progress)
     assert sleeping is not None, progress
@@ -160,6 +156,6 @@ def test_one_request_at_a_time_per_domain_and_per_address(
     finally:
         web.stop()
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "'finish_reason': 'finished'" in result.stderr
+    assert result.stats["finish_reason"] == "finished"
     assert len(entries) == 6 * 4  # every name's robots.txt and 3 pages
     assert audit(entries, DELAY) == (0, 0)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import glob
 import json
-import re
 import statistics
 import time
 from collections import Counter
@@ -33,7 +32,7 @@ from warcio.archiveiterator import ArchiveIterator
 from crawler.frontier.keys import FrontierKeys
 from crawler.metadata.store import UrlRecord, url_field
 from crawler.policy.recrawl import ChangeHistory, estimate_change_rate
-from tests.conftest import TEST_SETTINGS, MockWeb, RedisServer, run_crawl, start_mockweb
+from tests.conftest import TEST_SETTINGS, MockWeb, RedisServer, run_crawl, start_mockweb, stat
 from tests.support.mockweb import WebSpec, host_ip
 
 CHANGING = 1
@@ -50,15 +49,6 @@ CONTINUOUS_PAGES = 5
 CONTINUOUS_PERIOD = 3 * 3600.0
 KINDS = ("every", "poisson", "never")
 
-
-def stat(stderr: str, key: str) -> int:
-    match = re.search(rf"'{re.escape(key)}': (\d+)", stderr)
-    return int(match.group(1)) if match else 0
-
-
-def finish_reason(stderr: str) -> str:
-    match = re.search(r"'finish_reason': '([^']+)'", stderr)
-    return match.group(1) if match else ""
 
 
 def changing_web(
@@ -143,8 +133,8 @@ def test_continuous_mode_keeps_revisiting(continuous: dict[str, Any]) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
     # The frontier was empty most of the time: only the time limit ended the crawl.
-    assert finish_reason(result.stderr) == "closespider_timeout"
-    assert stat(result.stderr, "recrawl/drained") > 30
+    assert result.stats["finish_reason"] == "closespider_timeout"
+    assert stat(result, "recrawl/drained") > 30
     # Every page waits for its next visit in the due set, or (drained when the crawl
     # stopped) in the frontier's queues: none is lost, none is there twice.
     assert continuous["due"] + continuous["waiting"] == len(CONTINUOUS_HOSTS) * (1 + 3 * CONTINUOUS_PAGES)
@@ -188,8 +178,8 @@ def test_conditional_requests_get_304_and_revisit_records(continuous: dict[str, 
     assert never_200 == len(never)  # the first fetch; every revisit cost a 304
     assert never_304 >= len(never)
     assert sum(fetches.get(page, Counter())[304] for page in changing_pages("every")) == 0
-    assert stat(result.stderr, "recrawl/conditional") >= never_304
-    assert stat(result.stderr, "recrawl/not_modified") == sum(c[304] for c in fetches.values())
+    assert stat(result, "recrawl/conditional") >= never_304
+    assert stat(result, "recrawl/not_modified") == sum(c[304] for c in fetches.values())
     records = warc_records(Path(str(TEST_SETTINGS["CRAWL_DATA_DIR"])), continuous["crawl_id"])
     not_modified = [r for r in records if r.rec_type == "revisit"
                     and r.rec_headers.get_header("WARC-Profile", "").endswith("/server-not-modified")]
@@ -246,28 +236,28 @@ def test_batch_mode_ends_and_the_next_run_revisits(tmp_path: Path, redis_server:
         started = time.time()
         first = run_crawl("-a", f"seeds={seeds}", settings=settings, timeout=120)
         assert first.returncode == 0, first.stderr[-3000:]
-        assert finish_reason(first.stderr) == "finished"
+        assert first.stats["finish_reason"] == "finished"
         assert time.time() - started < 60
         # Every page answered 200; robots.txt (a 404 here) is not revisited.
-        pages_first = stat(first.stderr, "downloader/response_status_count/200")
+        pages_first = stat(first, "downloader/response_status_count/200")
         # Every page waits for its revisit, a day from now: nothing is due, so the run ended.
-        assert client.zcard(keys.due) == stat(first.stderr, "recrawl/scheduled") == 2 * 4 + 1 + 3 * PAGES
-        assert stat(first.stderr, "recrawl/drained") == 0
+        assert client.zcard(keys.due) == stat(first, "recrawl/scheduled") == 2 * 4 + 1 + 3 * PAGES
+        assert stat(first, "recrawl/drained") == 0
         web.entries()  # the log so far
         before = len(web.entries())
 
         # Two days later: everything is due. The second run drains it, revisits, and ends.
         second = run_crawl(settings={**settings, "RECRAWL_TIME_OFFSET": 2 * 86400}, timeout=120)
         assert second.returncode == 0, second.stderr[-3000:]
-        assert finish_reason(second.stderr) == "finished"
-        assert stat(second.stderr, "recrawl/drained") == client.zcard(keys.due) == pages_first
+        assert second.stats["finish_reason"] == "finished"
+        assert stat(second, "recrawl/drained") == client.zcard(keys.due) == pages_first
         revisits = [e for e in web.entries()[before:] if e.path != "/robots.txt"]
         statuses = Counter(e.status for e in revisits if e.host == host_ip(CHANGING))
         # The static pages of the changing host (root, never) answer 304; "every" pages 200.
         assert statuses[304] >= 1 + PAGES and statuses[200] >= PAGES
         # The plain mock hosts send no validators: unconditional revisits, exact duplicates of themselves.
-        assert stat(second.stderr, "dedup/exact_same_url") >= 1
-        assert stat(second.stderr, "frontier/enqueued") == 0  # no new URL: only revisits
+        assert stat(second, "dedup/exact_same_url") >= 1
+        assert stat(second, "frontier/enqueued") == 0  # no new URL: only revisits
     finally:
         web.stop()
         client.close()

@@ -60,7 +60,7 @@ def crawl(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) -
 
 def test_the_crawl_finishes(crawl: dict[str, Any]) -> None:
     assert crawl["result"].returncode == 0, crawl["result"].stderr[-3000:]
-    assert "'finish_reason': 'finished'" in crawl["result"].stderr
+    assert crawl["result"].stats["finish_reason"] == "finished"
 
 
 def test_rules_for_our_bot_are_obeyed_however_the_file_writes_them(crawl: dict[str, Any]) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 import signal
 import subprocess
 import time
@@ -28,13 +27,9 @@ from tests.conftest import (
     crawl_command,
     crawl_env,
     run_crawl,
+    stat,
 )
 from tests.support.mockweb import WebSpec, host_ip
-
-
-def stat(stderr: str, key: str) -> int:
-    match = re.search(rf"'{re.escape(key)}': (\d+)", stderr)
-    return int(match.group(1)) if match else 0
 
 
 def warc_check(path: Path) -> None:
@@ -74,6 +69,7 @@ def test_warc_files_reach_s3_even_when_it_goes_down_mid_crawl(
         "WARC_STORE": "s3://archive/crawls/test", "WARC_S3_ENDPOINT_URL": moto.endpoint,
         "WARC_MAX_SIZE": 8000, "WARC_UPLOAD_RETRY_DELAY": 0.2, "WARC_UPLOAD_RETRY_MAX_DELAY": 1,
         "WARC_UPLOAD_CLOSE_TIMEOUT": 60, "WARC_UPLOAD_TIMEOUT": 1,
+        "STATS_JSON_FILE": tmp_path / "stats.json",
     }
     process = subprocess.Popen(crawl_command("-a", f"seeds={seeds}", settings=settings), cwd=ROOT,
                                env=crawl_env(**S3_ENV), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -94,12 +90,13 @@ def test_warc_files_reach_s3_even_when_it_goes_down_mid_crawl(
     moto.process.send_signal(signal.SIGCONT)
     _, stderr = process.communicate(timeout=180)
     assert process.returncode == 0, stderr[-3000:]
-    assert "'finish_reason': 'finished'" in stderr
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["finish_reason"] == "finished"
     objects = moto.objects("archive")
     assert not list(spool.glob("*.warc.gz*")), "every file left the spool"
     warcs = {key: body for key, body in objects.items() if key.endswith(".warc.gz")}
     indexes = {key for key in objects if key.endswith(".cdxj")}
-    assert len(warcs) == stat(stderr, "warc/files_closed") == stat(stderr, "warc/files_uploaded")
+    assert len(warcs) == stats["warc/files_closed"] == stats["warc/files_uploaded"]
     assert {k.removesuffix(".warc.gz") + ".cdxj" for k in warcs} == indexes
     assert all(key.startswith("crawls/test/s3-outage-") for key in warcs)
     # Every fetched page is in the archive, once.
@@ -163,7 +160,7 @@ def content_crawl(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisS
 
 def test_local_warc_files_pass_warcio_check_and_hold_every_page(content_crawl: dict[str, Any]) -> None:
     result = content_crawl["result"]
-    assert result.returncode == 0 and "'finish_reason': 'finished'" in result.stderr, result.stderr[-3000:]
+    assert result.returncode == 0 and result.stats["finish_reason"] == "finished", result.stderr[-3000:]
     assert len(content_crawl["warcs"]) == 1
     path = content_crawl["warcs"][0]
     warc_check(path)
@@ -208,18 +205,18 @@ def test_exact_duplicates_are_revisits_near_duplicates_are_flagged(
     logo_kinds = sorted(kind for kind, uri, _, _ in found
                         if kind in ("response", "revisit") and uri.endswith("/img/logo.png"))
     assert logo_kinds == ["response", "revisit"]
-    stderr = content_crawl["result"].stderr
+    result = content_crawl["result"]
     # 3 dup pages, the second logo, and the second image host's root page (the same HTML).
-    assert stat(stderr, "dedup/exact") == 5
-    assert stat(stderr, "warc/revisit_records") == 5
+    assert stat(result, "dedup/exact") == 5
+    assert stat(result, "warc/revisit_records") == 5
     # /near/<i>: small edits of the same article: flagged, archived in full, kept from the index.
     near = [f"{base}/near/{i}" for i in range(1, 5)]
     assert all(kinds[u] == "response" for u in near)
-    assert stat(stderr, "dedup/near") >= 3  # small edits of one article: most, if not all, within distance 3
-    assert stat(stderr, "index/skipped/near_duplicate") == stat(stderr, "dedup/near")
+    assert stat(result, "dedup/near") >= 3  # small edits of one article: most, if not all, within distance 3
+    assert stat(result, "index/skipped/near_duplicate") == stat(result, "dedup/near")
     client = redis.Redis.from_url(redis_server.url)
     counts = client.hgetall(dedup_prefix("content") + "near")
-    assert int(counts[host_ip(0).encode()]) == stat(stderr, "dedup/near")
+    assert int(counts[host_ip(0).encode()]) == stat(result, "dedup/near")
     # Unrelated pages (the other hosts) are not near duplicates of anything.
     assert host_ip(3).encode() not in counts
 
