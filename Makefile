@@ -65,7 +65,7 @@ unit: venv lint
 	$(BIN)/python -m pytest -q -m "not e2e" tests
 
 lint: venv
-	$(BIN)/ruff check crawler tests benchmarks
+	$(BIN)/ruff check crawler tests benchmarks support
 	$(BIN)/mypy crawler
 
 bench: venv redis-server

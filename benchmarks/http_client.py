@@ -27,7 +27,7 @@ import aiohttp  # noqa: E402
 
 from benchmarks.throughput import Web  # noqa: E402
 from crawler.downloader import http11  # noqa: E402
-from tests.support.mockweb import WebSpec, host_ip  # noqa: E402
+from support.mockweb import WebSpec, host_ip  # noqa: E402
 
 CONCURRENCY = 32
 HEADERS = [(b"User-Agent", b"benchbot/1.0"), (b"Accept-Encoding", b"gzip, deflate")]

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from selectolax.lexbor import LexborHTMLParser  # noqa: E402
 
-from crawler.links import LinkExtractor  # noqa: E402
+from crawler.modules.linkextractor import LinkExtractor  # noqa: E402
 
 
 def page() -> bytes:

@@ -69,7 +69,7 @@ from crawler.frontier.keys import FrontierKeys  # noqa: E402
 from crawler.frontier.seen import SeenConfig  # noqa: E402
 from crawler.frontier.store import Completion, EnqueueEntry, RedisFrontier, read_counts  # noqa: E402
 from crawler.urls import bloom_positions, exact_key, url_fingerprint  # noqa: E402
-from tests.support.mockweb import LogEntry, WebSpec, free_port, host_ip, read_log, spec_arguments  # noqa: E402
+from support.mockweb import LogEntry, WebSpec, free_port, host_ip, read_log, spec_arguments  # noqa: E402
 
 MIN_DELAY = 1.0  # the shipped FRONTIER_MIN_DELAY
 DELAY_FACTOR = 10.0  # the shipped FRONTIER_DELAY_FACTOR
@@ -105,7 +105,7 @@ class DeadWeb:
         self.log = workdir / f"{name}.log"
         prerender = ["--prerender"] if spec.total_pages() <= 250_000 else []
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.mockweb", "--port", str(self.port), "--log", str(self.log),
+            [sys.executable, "-m", "support.mockweb", "--port", str(self.port), "--log", str(self.log),
              "--log-flush", str(self.LOG_FLUSH), "--silent-port", str(self.silent_port), *prerender,
              *spec_arguments(spec)],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

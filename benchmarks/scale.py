@@ -66,7 +66,7 @@ from crawler.frontier.keys import FrontierKeys  # noqa: E402
 from crawler.frontier.seen import SeenConfig  # noqa: E402
 from crawler.frontier.store import Completion, RedisFrontier  # noqa: E402
 from crawler.urls import url_fingerprint  # noqa: E402
-from tests.support.mockweb import WebSpec, host_ip  # noqa: E402
+from support.mockweb import WebSpec, host_ip  # noqa: E402
 
 #: As the embedded server runs: intsets for the exact seen store (both sides of the comparison get it).
 EMBEDDED_LIKE = ("--set-max-intset-entries", "4096")

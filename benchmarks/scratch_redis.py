@@ -12,7 +12,7 @@ from pathlib import Path
 
 import redis
 
-from tests.support.mockweb import free_port
+from support.mockweb import free_port
 
 
 @contextmanager

@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 import psutil  # noqa: E402
 import redis  # noqa: E402
 
-from tests.support.mockweb import LogEntry, WebSpec, free_port, host_ip, politeness, read_log, spec_arguments  # noqa: E402
+from support.mockweb import LogEntry, WebSpec, free_port, host_ip, politeness, read_log, spec_arguments  # noqa: E402
 
 CONCURRENCY = 32
 
@@ -177,7 +177,7 @@ class Web:
         self.log = log
         prerender = ["--prerender"] if spec.total_pages() <= self.PRERENDER_MAX_PAGES else []
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.mockweb", "--port", str(self.port), "--log", str(log),
+            [sys.executable, "-m", "support.mockweb", "--port", str(self.port), "--log", str(log),
              "--log-flush", str(self.LOG_FLUSH), *prerender, *spec_arguments(spec)],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )

@@ -219,7 +219,7 @@ ROBOTS_MAX_FAILURES = 5
 ROBOTS_LOCAL_CACHE_SIZE = 10_000
 ROBOTS_MAX_SITEMAPS = 50
 
-# --- Retries and backoff (crawler/politeness/backoff.py) ------------------------------
+# --- Retries and backoff (crawler/policy/backoff.py) ------------------------------
 # Per-URL retries of transient failures, after RETRY_BASE_DELAY x 2^(attempt-1).
 RETRY_MAX_RETRIES = 3
 RETRY_BASE_DELAY = 30.0

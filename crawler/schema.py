@@ -3,7 +3,7 @@
 One source for each fact: the keys of a frontier shard
 (:data:`crawler.frontier.keys.SHARD_KEYS`), the keys of the duplicate index
 (:data:`DEDUP_KEYS`) and the layout of a URL metadata record
-(:data:`crawler.metadata.store.RECORD_FIELDS`). :func:`lua_prelude` turns them
+(:data:`crawler.metadata.record.RECORD_FIELDS`). :func:`lua_prelude` turns them
 into Lua tables that every script is loaded with:
 
 * ``K.<name>``: a frontier shard key's suffix (``P .. K.ready``; a family,
@@ -25,7 +25,7 @@ from importlib import resources
 from typing import NamedTuple
 
 from crawler.frontier.keys import SHARD_KEYS
-from crawler.metadata.store import RECORD_FIELDS, UrlRecord, UrlState
+from crawler.metadata.record import RECORD_FIELDS, UrlRecord, UrlState
 
 
 class DedupKey(NamedTuple):

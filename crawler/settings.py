@@ -73,7 +73,7 @@ DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.httpauth.HttpAuthMiddleware": None,
     "scrapy.downloadermiddlewares.httpproxy.HttpProxyMiddleware": None,
     # The crawler's own, in order from the engine to the network:
-    "crawler.identity.IdentityGuardMiddleware": 50,
+    "crawler.middlewares.identity.IdentityGuardMiddleware": 50,
     "crawler.middlewares.robots.RobotsTxtMiddleware": 100,
     # Scrapy's timeout, default-headers and User-Agent middlewares in one call.
     "scrapy.downloadermiddlewares.downloadtimeout.DownloadTimeoutMiddleware": None,
@@ -135,7 +135,7 @@ EXTENSIONS = {
     "crawler.extensions.metrics.MetricsEndpoint": 110,
 }
 # Scrapy's default collector adds ~2.5 us of wrapper to every counter update.
-STATS_CLASS = "crawler.stats.LeanStatsCollector"
+STATS_CLASS = "crawler.extensions.statscollector.LeanStatsCollector"
 # Scrapy's messages; the per-page DEBUG ones are built only when DEBUG is on.
 LOG_FORMATTER = "crawler.logformatter.LeanLogFormatter"
 

@@ -19,7 +19,7 @@ from scrapy.settings import BaseSettings
 from scrapy.utils.sitemap import Sitemap
 
 from crawler.exceptions import CrawlerError
-from crawler.meta import SITEMAP_META
+from crawler.requestmeta import SITEMAP_META
 from crawler.settings_parsing import get_bool, get_int
 
 GZIP_MAGIC = b"\x1f\x8b"

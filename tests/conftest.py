@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import redis
 
-from tests.support.mockweb import WebSpec, free_port, host_ip, read_log, spec_arguments
+from support.mockweb import WebSpec, free_port, host_ip, read_log, spec_arguments
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -141,7 +141,7 @@ def start_mockweb(spec: WebSpec, log_path: Path, silent_port: int = 0) -> MockWe
     """The mock web in its own process; ``silent_port``: also accept connections there, never answering."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.mockweb", "--port", str(port), "--log", str(log_path),
+        [sys.executable, "-m", "support.mockweb", "--port", str(port), "--log", str(log_path),
          *(["--silent-port", str(silent_port)] if silent_port else []), *spec_arguments(spec)],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,

@@ -18,8 +18,8 @@ import redis
 
 from crawler.frontier.keys import FrontierKeys
 from crawler.metadata.store import UrlRecord, UrlState, url_field
+from support.mockweb import LogEntry, WebSpec, host_ip
 from tests.conftest import MockWeb, RedisServer, run_crawl, stat
-from tests.support.mockweb import LogEntry, WebSpec, host_ip
 
 SCENARIO: dict[str, Any] = {
     "robots": {

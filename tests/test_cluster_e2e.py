@@ -16,8 +16,8 @@ import redis
 
 from crawler.frontier.keys import FrontierKeys
 from crawler.frontier.shards import ShardRouter
+from support.mockweb import WebSpec, host_ip, politeness
 from tests.conftest import ROOT, RedisClusterServers, RedisServer, RunningCrawl, crawl_command, crawl_env, stat
-from tests.support.mockweb import WebSpec, host_ip, politeness
 from tests.test_crawl_e2e import fetched_pages
 
 SPEC = WebSpec(hosts=40, sizes="uniform:8", fanout=3, nav=2, cross=2, latency_ms=(10, 30))

@@ -15,8 +15,8 @@ import msgpack
 import pytest
 
 from crawler.frontier.keys import FrontierKeys
+from support.mockweb import WebSpec, host_index, parse_page_path, politeness
 from tests.conftest import ROOT, MockWeb, RedisServer, RunningCrawl, crawl_command, crawl_env, run_crawl, stat
-from tests.support.mockweb import WebSpec, host_index, parse_page_path, politeness
 
 
 def fetched_pages(web: MockWeb) -> Counter[tuple[int, int]]:

@@ -19,8 +19,8 @@ from warcio.archiveiterator import ArchiveIterator
 from crawler.frontier.keys import FrontierKeys
 from crawler.metadata.store import UrlRecord, url_field
 from crawler.urls import normalize_url
+from support.mockweb import WebSpec, host_index, parse_page_path, politeness
 from tests.conftest import RedisServer, RunningCrawl
-from tests.support.mockweb import WebSpec, host_index, parse_page_path, politeness
 from tests.test_crawl_e2e import fetched_pages, wait_for_log
 
 SPEC = WebSpec(hosts=30, sizes="uniform:10", fanout=3, nav=2, cross=2, latency_ms=(20, 40))

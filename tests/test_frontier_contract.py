@@ -21,11 +21,11 @@ from redis.asyncio import Redis
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.keys import FrontierKeys
 from crawler.frontier.outcome import HostSignal, LeaseAction
-from crawler.frontier.policy import PolitenessKey
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.shards import ShardRouter
 from crawler.frontier.store import DONT_FILTER, EXACT_ONLY, Completion, EnqueueEntry, Lease, RedisFrontier
-from crawler.politeness.backoff import BackoffPolicy
+from crawler.policy.backoff import BackoffPolicy
+from crawler.policy.politeness import PolitenessKey
 from crawler.urls import bloom_positions, exact_key, normalize_url, url_fingerprint
 from crawler.urls.domains import RegisteredDomains
 from tests.conftest import RedisServer

@@ -28,7 +28,7 @@ from scrapy.utils.test import get_crawler
 from crawler.downloader import http11
 from crawler.downloader.handler import CrawlerDownloadHandler, FetchClient, ServerSilentError, TlsError
 from crawler.exceptions import ConfigurationError
-from tests.support.mockweb import free_port
+from support.mockweb import free_port
 
 #: One answer: the bytes to send (in pieces, to split heads and chunks across
 #: reads), then whether to close the connection.

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.mockweb import (
+from support.mockweb import (
     MockWebServer,
     WebSpec,
     filler_text,
@@ -65,7 +65,7 @@ def test_answers_in_order_with_and_without_latency_and_a_batched_log(tmp_path: P
     port = free_port()
     log = tmp_path / "web.log"
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.mockweb", "--port", str(port), "--log", str(log),
+        [sys.executable, "-m", "support.mockweb", "--port", str(port), "--log", str(log),
          "--log-flush", "0.2", "--prerender", *spec_arguments(spec)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
     )

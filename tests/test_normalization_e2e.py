@@ -19,8 +19,8 @@ from crawler.frontier.due import due_member
 from crawler.frontier.keys import FrontierKeys
 from crawler.metadata.store import url_field
 from crawler.urls import NormalizationConfig, normalize_url
+from support.mockweb import WebSpec, host_ip
 from tests.conftest import RedisServer, run_crawl, start_mockweb
-from tests.support.mockweb import WebSpec, host_ip
 
 CONFIG = {"URL_TRACKING_PARAMS": "[]", "URL_SORT_QUERY": True}
 

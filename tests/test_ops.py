@@ -19,8 +19,8 @@ from crawler.frontier.keys import FrontierKeys
 from crawler.ops.figures import FrontierFigures, Progress, delta, latency_buckets, progress_line, totals_from_stats
 from crawler.ops.timeline import Sample
 from crawler.report.render import ReportData, bucket, render
+from support.mockweb import WebSpec, free_port
 from tests.conftest import ROOT, RedisServer, crawl_command, crawl_env, run_crawl
-from tests.support.mockweb import WebSpec, free_port
 
 STATS = {
     "downloader/response_count": 120,

@@ -10,8 +10,8 @@ import pytest
 from scrapy.settings import Settings
 
 from crawler.exceptions import ConfigurationError
-from crawler.metadata.hostquality import HostQualityCache
 from crawler.policy.clock import CrawlClock
+from crawler.policy.hostquality import HostQualityCache
 from crawler.policy.priority import HostQuality, PriorityPolicy, PrioritySignals
 from crawler.policy.recrawl import (
     ChangeHistory,

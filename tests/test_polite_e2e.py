@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from support.mockweb import LogEntry, WebSpec, free_port, host_ip
 from tests.conftest import RedisServer, run_crawl, start_mockweb, stat
-from tests.support.mockweb import LogEntry, WebSpec, free_port, host_ip
 
 LIVE = 6
 DEAD = 6  # even: silent (accepts, never answers); odd: refuses connections

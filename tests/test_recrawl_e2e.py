@@ -32,8 +32,8 @@ from warcio.archiveiterator import ArchiveIterator
 from crawler.frontier.keys import FrontierKeys
 from crawler.metadata.store import UrlRecord, url_field
 from crawler.policy.recrawl import ChangeHistory, estimate_change_rate
+from support.mockweb import WebSpec, host_ip
 from tests.conftest import TEST_SETTINGS, MockWeb, RedisServer, run_crawl, start_mockweb, stat
-from tests.support.mockweb import WebSpec, host_ip
 
 CHANGING = 1
 PAGES = 3

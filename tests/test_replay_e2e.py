@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
+from support.mockweb import WebSpec, free_port, host_ip
 from tests.conftest import ROOT, TEST_SETTINGS, RedisServer, _wait_for_port, run_crawl, start_mockweb
-from tests.support.mockweb import WebSpec, free_port, host_ip
 
 WAYBACK = ROOT / ".venv-replay" / "bin" / "wayback"
 

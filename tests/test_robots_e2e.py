@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from support.mockweb import LogEntry, WebSpec, host_ip
 from tests.conftest import RedisServer, run_crawl, start_mockweb
-from tests.support.mockweb import LogEntry, WebSpec, host_ip
 
 UA = "mybot/1.0 (+https://example.org/mybot)"
 DELAY = 0.2

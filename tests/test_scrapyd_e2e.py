@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
+from support.mockweb import WebSpec, free_port, politeness
 from tests.conftest import ROOT, TEST_SETTINGS, RedisServer, _wait_for_port
-from tests.support.mockweb import WebSpec, free_port, politeness
 from tests.test_crawl_e2e import fetched_pages
 
 BIN = Path(sys.executable).parent

@@ -18,6 +18,7 @@ from warcio.archiveiterator import ArchiveIterator
 from crawler.dedup.index import dedup_prefix
 from crawler.frontier.keys import FrontierKeys
 from crawler.metadata.store import UrlRecord, url_field
+from support.mockweb import WebSpec, host_ip
 from tests.conftest import (
     ROOT,
     S3_ENV,
@@ -29,7 +30,6 @@ from tests.conftest import (
     run_crawl,
     stat,
 )
-from tests.support.mockweb import WebSpec, host_ip
 
 
 def warc_check(path: Path) -> None:

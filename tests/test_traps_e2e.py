@@ -10,8 +10,8 @@ import pytest
 import redis
 
 from crawler.frontier.keys import FrontierKeys
+from support.mockweb import LogEntry, WebSpec, host_index, host_ip, parse_page_path
 from tests.conftest import MockWeb, RedisServer, run_crawl, start_mockweb, stat
-from tests.support.mockweb import LogEntry, WebSpec, host_index, host_ip, parse_page_path
 
 HOSTS = 60
 NORMAL = range(0, 10)

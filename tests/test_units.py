@@ -13,8 +13,9 @@ from crawler.bounded import BoundedSet
 from crawler.exceptions import CodecError, ConfigurationError
 from crawler.frontier.codec import CODEC_VERSION, RequestCodec, is_plain_data
 from crawler.frontier.config import FrontierConfig
-from crawler.frontier.policy import PolitenessPolicy, PriorityLevels
-from crawler.links import LinkExtractor
+from crawler.frontier.levels import PriorityLevels
+from crawler.modules.linkextractor import LinkExtractor
+from crawler.policy.politeness import PolitenessPolicy
 from crawler.seeds import load_seeds
 from crawler.urls import UrlError, normalize_url, url_fingerprint
 
@@ -293,7 +294,7 @@ def test_lean_log_formatter_builds_per_page_messages_only_at_debug() -> None:
 def test_base_url_origin_matches_urlsplit(url: str) -> None:
     from urllib.parse import urlsplit
 
-    from crawler.links import BaseUrl
+    from crawler.modules.linkextractor import BaseUrl
 
     base = BaseUrl(url)
     parts = urlsplit(url)

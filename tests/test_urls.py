@@ -247,7 +247,7 @@ def test_registered_domains_offline(host: str, domain: str) -> None:
 
 
 def test_canonical_from_link_element_and_header() -> None:
-    from crawler.links import LinkExtractor, canonical_from_link_header
+    from crawler.modules.linkextractor import LinkExtractor, canonical_from_link_header
 
     page = LinkExtractor().extract_page(
         b'<html><head><link rel="Canonical" href="/main#x"></head><body><a href="a">a</a></body></html>',

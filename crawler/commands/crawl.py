@@ -21,13 +21,13 @@ from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.spiderloader import get_spider_loader
 
 from crawler.downloader.dns import read_hosts_file
+from crawler.downloader.netguard import AddressPolicy
 from crawler.exceptions import ConfigurationError
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.shards import shard_count
-from crawler.identity import check_identity
-from crawler.netguard import AddressPolicy
-from crawler.politeness.backoff import BackoffPolicy
+from crawler.middlewares.identity import check_identity
+from crawler.policy.backoff import BackoffPolicy
 from crawler.redisconn.config import RedisConfig
 from crawler.robots.policy import RobotsConfig
 from crawler.settings_parsing import get_int

@@ -38,17 +38,18 @@ from crawler.exceptions import CodecError, ConfigurationError, CrawlerError
 from crawler.frontier.codec import RequestCodec, without_meta
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.intake import Intake
-from crawler.frontier.policy import PolitenessKey, PriorityLevels
+from crawler.frontier.levels import PriorityLevels
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.shards import ShardRouter, check_crawl_metadata, shard_frontiers
 from crawler.frontier.store import RedisFrontier
-from crawler.meta import RETRY_META, THROTTLED_META
 from crawler.ops.figures import latency_buckets
 from crawler.ops.timeline import Timeline
 from crawler.ops.view import describe_next, frontier_figures, top_hosts
+from crawler.policy.politeness import PolitenessKey
 from crawler.policy.priority import PriorityPolicy
 from crawler.redisconn.config import RedisConfig
 from crawler.redisconn.provider import RedisProvider
+from crawler.requestmeta import RETRY_META, THROTTLED_META
 from crawler.seeds import load_seeds
 from crawler.urls.filters import FilterConfig, UrlFilter
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from crawler.netguard import AddressPolicy, BlockedAddressError, parse_ip
+from crawler.downloader.netguard import AddressPolicy, BlockedAddressError, parse_ip
 from crawler.settings_parsing import get_float, get_int
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ crawler needs:
 * a **bounded DNS cache with a TTL** and negative caching
   (:mod:`crawler.downloader.dns`; Scrapy's own cache has no TTL and does not
   apply to this handler);
-* the **address guard** (:mod:`crawler.netguard`): a URL whose host is an IP
+* the **address guard** (:mod:`crawler.downloader.netguard`): a URL whose host is an IP
   literal is checked here, a name is checked on the addresses it resolves to.
 
 Requests go through the lean HTTP/1.1 client of :mod:`crawler.downloader.http11`
@@ -63,8 +63,8 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from crawler.downloader import http11
 from crawler.downloader.dns import resolver_from_settings
-from crawler.meta import CONTACTED_META, VERBATIM_URL_META
-from crawler.netguard import AddressPolicy, BlockedAddressError, parse_ip
+from crawler.downloader.netguard import AddressPolicy, BlockedAddressError, parse_ip
+from crawler.requestmeta import CONTACTED_META, VERBATIM_URL_META
 from crawler.scrapy_internals import (
     AiohttpDownloadHandler,
     _ClientResponse,

@@ -23,7 +23,7 @@ import msgpack
 from scrapy import Request, Spider
 
 from crawler.exceptions import CodecError
-from crawler.meta import CONTACTED_META, LEASE_META, VERBATIM_URL_META
+from crawler.requestmeta import CONTACTED_META, LEASE_META, VERBATIM_URL_META
 
 CODEC_VERSION = 1
 

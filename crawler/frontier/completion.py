@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from crawler.exceptions import CodecError
 from crawler.frontier.outcome import Handout, LeaseAction
 from crawler.frontier.steps import Completion
-from crawler.meta import CONTACTED_META
+from crawler.requestmeta import CONTACTED_META
 from crawler.urls import url_fingerprint
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
     from crawler.frontier.codec import RequestCodec
-    from crawler.frontier.policy import PolitenessPolicy
+    from crawler.policy.politeness import PolitenessPolicy
 
 logger = logging.getLogger(__name__)
 

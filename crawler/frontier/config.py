@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from scrapy.settings import BaseSettings
 
 from crawler.exceptions import ConfigurationError
-from crawler.frontier.policy import PolitenessKey
+from crawler.policy.politeness import PolitenessKey
 from crawler.settings_parsing import get_bool, get_float, get_int, get_int_list
 
 #: The robots.txt middleware, which fetches what a robots.txt lease asks for.

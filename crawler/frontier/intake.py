@@ -23,10 +23,15 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import IgnoreRequest
 
 from crawler.bounded import BoundedSet
+from crawler.downloader.netguard import parse_ip
 from crawler.exceptions import CodecError
-from crawler.frontier.policy import PriorityLevels
+from crawler.frontier.levels import PriorityLevels
 from crawler.frontier.store import DONT_FILTER, EXACT_ONLY, EnqueueEntry, Touch
-from crawler.meta import (
+from crawler.policy.clock import CrawlClock
+from crawler.policy.hostquality import HostQualityCache
+from crawler.policy.priority import PriorityPolicy, PrioritySignals
+from crawler.policy.recrawl import lastmod_epoch
+from crawler.requestmeta import (
     EXACT_SEEN_META,
     EXPECTED_TYPES_META,
     FROM_SITEMAP_META,
@@ -34,11 +39,6 @@ from crawler.meta import (
     SITEMAP_META,
     VERBATIM_URL_META,
 )
-from crawler.metadata.hostquality import HostQualityCache
-from crawler.netguard import parse_ip
-from crawler.policy.clock import CrawlClock
-from crawler.policy.priority import PriorityPolicy, PrioritySignals
-from crawler.policy.recrawl import lastmod_epoch
 from crawler.urls import url_fingerprint
 from crawler.urls.domains import RegisteredDomains
 from crawler.urls.filters import Dropped, UrlFilter

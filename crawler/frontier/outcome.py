@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import IgnoreRequest
 
-from crawler.meta import LEASE_META
+from crawler.requestmeta import LEASE_META
 
 if TYPE_CHECKING:
     from scrapy import Request

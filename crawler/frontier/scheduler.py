@@ -78,8 +78,8 @@ from crawler.frontier.completion import LeaseCompleter
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.context import FrontierContext
 from crawler.frontier.intake import Intake
+from crawler.frontier.levels import PriorityLevels
 from crawler.frontier.outcome import Handout, LeaseAction
-from crawler.frontier.policy import PolitenessKey, PolitenessPolicy, PriorityLevels
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.shards import ShardRouter, check_crawl_metadata, shard_frontiers
 from crawler.frontier.stepstats import count_step
@@ -89,15 +89,16 @@ from crawler.frontier.store import (
     RedisFrontier,
     StepResult,
 )
-from crawler.meta import LEASE_META
-from crawler.metadata.hostquality import HostQualityCache
 from crawler.middlewares.robots import robots_lease_request
+from crawler.policy.backoff import BackoffPolicy
 from crawler.policy.clock import CrawlClock
+from crawler.policy.hostquality import HostQualityCache
+from crawler.policy.politeness import PolitenessKey, PolitenessPolicy
 from crawler.policy.priority import PriorityPolicy
 from crawler.policy.recrawl import RecrawlMode
-from crawler.politeness.backoff import BackoffPolicy
 from crawler.redisconn.outage import REDIS_DOWN
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
+from crawler.requestmeta import LEASE_META
 from crawler.scrapy_internals import engine_slot
 from crawler.settings_parsing import get_float
 from crawler.urls.filters import FilterConfig, UrlFilter

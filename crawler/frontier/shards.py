@@ -44,7 +44,7 @@ from crawler.urls.domains import RegisteredDomains
 
 if TYPE_CHECKING:
     from crawler.frontier.store import RedisFrontier
-    from crawler.politeness.backoff import BackoffPolicy
+    from crawler.policy.backoff import BackoffPolicy
 
 #: Shards on a cluster unless FRONTIER_SHARDS says otherwise.
 CLUSTER_DEFAULT_SHARDS = 16

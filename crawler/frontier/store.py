@@ -57,7 +57,7 @@ from crawler.frontier.steps import (
     Touch,
     read_counts,
 )
-from crawler.politeness.backoff import BackoffPolicy
+from crawler.policy.backoff import BackoffPolicy
 from crawler.redisconn.link import AnyRedis, KeyConnection, is_slot_error
 from crawler.redisconn.resp import command
 from crawler.schema import script_source

@@ -33,75 +33,29 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import TYPE_CHECKING
 
-import msgpack
-
+from crawler.metadata.record import RECORD_FIELDS, RECORD_VERSION, UrlRecord, UrlState
 from crawler.redisconn.batch import BatchedScripts
+from crawler.schema import script_source
 from crawler.urls import url_fingerprint
+
+__all__ = [
+    "PAGE_ERROR",
+    "PAGE_NEAR_DUPLICATE",
+    "RECORD_FIELDS",
+    "RECORD_VERSION",
+    "Observation",
+    "UrlMetadataStore",
+    "UrlRecord",
+    "UrlState",
+    "digest8",
+    "url_field",
+]
 
 if TYPE_CHECKING:
     from crawler.frontier.shards import ShardRouter
     from crawler.redisconn.link import AnyRedis
-
-RECORD_VERSION = 1
-#: A stored record's fields, in order (the Lua scripts index them through ``URLMETA``, see :mod:`crawler.schema`).
-RECORD_FIELDS = (
-    "version", "state", "fetched_at", "status", "digest8", "simhash8", "etag", "last_modified", "length",
-    "outlinks", "observations", "changes", "next_visit", "first_fetch",
-)
-
-
-class UrlState(IntEnum):
-    QUEUED = 0
-    FETCHED = 1
-    FAILED = 2
-    DEAD = 3
-
-
-@dataclass(frozen=True)
-class UrlRecord:
-    state: UrlState
-    fetched_at: int
-    status: int = 0
-    digest8: bytes = b""
-    simhash8: bytes = b""
-    etag: str = ""
-    #: Last-Modified as epoch seconds (0: none); an HTTP-date again with email.utils.formatdate.
-    last_modified: int = 0
-    length: int = 0
-    outlinks: int = 0
-    observations: int = 0
-    changes: int = 0
-    next_visit: int = 0
-    first_fetch: int = 0
-
-    def fields(self) -> list[object]:
-        """The record as stored, in :data:`RECORD_FIELDS` order."""
-        return [RECORD_VERSION, int(self.state), self.fetched_at, self.status, self.digest8, self.simhash8, self.etag,
-                self.last_modified, self.length, self.outlinks, self.observations, self.changes, self.next_visit,
-                self.first_fetch]
-
-    def pack(self) -> bytes:
-        # Redis's Lua cmsgpack reads the old "raw" type only, not "bin".
-        packed: bytes = msgpack.packb(self.fields(), use_bin_type=False)
-        return packed
-
-    @classmethod
-    def unpack(cls, blob: bytes) -> UrlRecord:
-        fields = msgpack.unpackb(blob, raw=True)
-        if len(fields) == 13:  # written before first_fetch was kept
-            fields.append(0)
-        _, state, fetched_at, status, digest8, simhash8, etag, last_modified, length, outlinks = fields[:10]
-        obs, changes, nxt, first = fields[10:14]
-        return cls(UrlState(state), fetched_at, status, digest8, simhash8, etag.decode("utf-8", "replace"),
-                   last_modified, length, outlinks, obs, changes, nxt, first)
-
-    @property
-    def simhash(self) -> int | None:
-        return int.from_bytes(self.simhash8, "big") if len(self.simhash8) == 8 else None
-
 
 @dataclass(frozen=True)
 class Observation:
@@ -142,9 +96,6 @@ class UrlMetadataStore:
         repeat_window: int = 0,
     ) -> None:
         # The frontier's shared helpers (the in-link sketch) come first.
-        # (Imported here: crawler.schema reads this module's record layout.)
-        from crawler.schema import script_source
-
         source = script_source("crawler.metadata", "urlmeta")
         self.client = client
         self.scripts = BatchedScripts(client, {"urlmeta": source})

@@ -12,7 +12,7 @@ from __future__ import annotations
 from email.utils import formatdate
 from typing import TYPE_CHECKING, Any, Self
 
-from crawler.meta import REVISIT_META
+from crawler.requestmeta import REVISIT_META
 
 if TYPE_CHECKING:
     from scrapy import Request

@@ -26,7 +26,7 @@ from scrapy import signals
 from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddleware
 from scrapy.exceptions import IgnoreRequest, StopDownload
 
-from crawler.meta import EXPECTED_TYPES_META, ORIGINAL_ENCODING_META, ROBOTS_META, SITEMAP_META
+from crawler.requestmeta import EXPECTED_TYPES_META, ORIGINAL_ENCODING_META, ROBOTS_META, SITEMAP_META
 from crawler.settings_parsing import get_int, get_list
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ Replaces Scrapy's RetryMiddleware, which sends a failed request straight back
 to the downloader with no delay and no ``Retry-After``. Here a failed request
 goes back to the *frontier* (its host keeps its one-request-at-a-time turn and
 its politeness), and the host itself backs off (see
-:mod:`crawler.politeness.backoff` for the formulas):
+:mod:`crawler.policy.backoff` for the formulas):
 
 ================================  ===========================================  =============
 answer                            what happens                                 host signal
@@ -52,8 +52,8 @@ from scrapy.exceptions import (
 
 from crawler.downloader.handler import ServerSilentError, TlsError
 from crawler.frontier.outcome import HostSignal, Rescheduled, dead_letter, handout_of, reschedule
-from crawler.meta import RETRY_META, ROBOTS_META, THROTTLED_META
-from crawler.politeness.backoff import BackoffPolicy, parse_retry_after
+from crawler.policy.backoff import BackoffPolicy, parse_retry_after
+from crawler.requestmeta import RETRY_META, ROBOTS_META, THROTTLED_META
 
 if TYPE_CHECKING:
     from typing import Self

@@ -52,15 +52,15 @@ from scrapy.http.request import NO_CALLBACK
 
 from crawler.bounded import BoundedSet
 from crawler.downloader.handler import ServerSilentError, TlsError
+from crawler.downloader.netguard import BlockedAddressError
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.context import FrontierContext
 from crawler.frontier.outcome import HostSignal, Rescheduled, complete, dead_letter, handout_of, reschedule
-from crawler.frontier.policy import PolitenessPolicy
 from crawler.frontier.shards import ShardRouter
-from crawler.meta import ROBOTS_BYTES_META, ROBOTS_META
-from crawler.netguard import BlockedAddressError
-from crawler.politeness.backoff import parse_retry_after
+from crawler.policy.backoff import parse_retry_after
+from crawler.policy.politeness import PolitenessPolicy
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
+from crawler.requestmeta import ROBOTS_BYTES_META, ROBOTS_META
 from crawler.robots.policy import (
     MAX_REDIRECTS,
     ROBOTS_PATH,

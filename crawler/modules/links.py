@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Self
 
-from crawler.links import LinkExtractor, canonical_from_link_header
+from crawler.modules.linkextractor import LinkExtractor, canonical_from_link_header
 from crawler.urls import NormalizationConfig, UrlError, normalize_url
 from crawler.urls.domains import RegisteredDomains
 

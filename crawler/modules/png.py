@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Self
 
 from scrapy.exceptions import NotConfigured
 
-from crawler.links import BaseUrl, resolve
-from crawler.meta import EXPECTED_TYPES_META, MODULE_META
+from crawler.modules.linkextractor import BaseUrl, resolve
+from crawler.requestmeta import EXPECTED_TYPES_META, MODULE_META
 from crawler.settings_parsing import get_bool
 
 if TYPE_CHECKING:

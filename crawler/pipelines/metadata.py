@@ -6,7 +6,7 @@ the store keeps the change history and gives back whether the content changed
 (on the item: ``changed``, ``observations``, ``changes``, ``first_fetch``,
 ``previous_fetch``) and the URL's in-link estimate (``inlinks``), which the
 recrawl pipeline reads; and the host's quality counters, kept in the
-worker's :class:`~crawler.metadata.hostquality.HostQualityCache` for the
+worker's :class:`~crawler.policy.hostquality.HostQualityCache` for the
 priority policy. If Redis cannot answer, the page goes on (counted in
 ``metadata/unavailable``).
 """
@@ -23,9 +23,9 @@ from crawler.frontier.seen import SeenConfig
 from crawler.frontier.shards import ShardRouter
 from crawler.httpheaders import header_value, http_date_epoch
 from crawler.items import PageItem
-from crawler.metadata.hostquality import HostQualityCache
 from crawler.metadata.store import PAGE_ERROR, PAGE_NEAR_DUPLICATE, UrlMetadataStore, UrlRecord, UrlState, digest8
 from crawler.policy.clock import CrawlClock
+from crawler.policy.hostquality import HostQualityCache
 from crawler.policy.priority import HostQuality
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
 from crawler.settings_parsing import get_bool, get_float, get_int, is_set

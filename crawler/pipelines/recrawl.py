@@ -31,17 +31,17 @@ from crawler.frontier.codec import RequestCodec
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.context import FrontierContext
 from crawler.frontier.due import DueSchedule, Revisit, due_member
-from crawler.frontier.policy import PriorityLevels
+from crawler.frontier.levels import PriorityLevels
 from crawler.frontier.shards import ShardRouter
 from crawler.httpheaders import header_value, http_date_epoch
 from crawler.items import PageItem
-from crawler.meta import REVISIT_META
-from crawler.metadata.hostquality import HostQualityCache
 from crawler.metadata.store import url_field
 from crawler.policy.clock import CrawlClock
+from crawler.policy.hostquality import HostQualityCache
 from crawler.policy.priority import PriorityPolicy, PrioritySignals
 from crawler.policy.recrawl import ChangeHistory, RecrawlPolicy, plan_revisit
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
+from crawler.requestmeta import REVISIT_META
 from crawler.settings_parsing import get_bool
 from crawler.sitemaps import SitemapSettings, sitemap_meta
 from crawler.urls import NormalizationConfig, UrlError, normalize_url

@@ -31,7 +31,9 @@ from selectolax.lexbor import LexborHTMLParser
 from crawler.bounded import BoundedSet
 from crawler.frontier.context import FrontierContext
 from crawler.items import PageItem
-from crawler.meta import (
+from crawler.modules.base import Page, PageModule, build_modules
+from crawler.policy.recrawl import RecrawlMode
+from crawler.requestmeta import (
     FROM_SITEMAP_META,
     MODULE_META,
     ORIGINAL_ENCODING_META,
@@ -39,8 +41,6 @@ from crawler.meta import (
     SITEMAP_LASTMOD_META,
     VERBATIM_URL_META,
 )
-from crawler.modules.base import Page, PageModule, build_modules
-from crawler.policy.recrawl import RecrawlMode
 from crawler.seeds import load_seeds
 from crawler.settings_parsing import get_dict, get_int
 from crawler.sitemaps import (

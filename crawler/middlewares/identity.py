@@ -15,9 +15,9 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.httpobj import urlparse_cached
 
+from crawler.downloader.netguard import AddressPolicy, is_loopback_host, parse_ip
 from crawler.exceptions import ConfigurationError
 from crawler.frontier.outcome import HostSignal, Rescheduled, reschedule
-from crawler.netguard import AddressPolicy, is_loopback_host, parse_ip
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -1,9 +1,8 @@
-"""Frontier policies: pure functions of their inputs, no Redis, no clock.
+"""Politeness: how long a host rests after a fetch, and what a clock is kept for (pure, no I/O).
 
-The mechanism (Lua scripts in :mod:`crawler.frontier.store`) applies what these
-decide; floors that other components set per host (robots.txt Crawl-delay,
-Retry-After) are applied by the mechanism on top, because they live in the
-shared frontier.
+The frontier's mechanism (its Lua scripts) applies what these decide; floors
+that other components set per host (robots.txt Crawl-delay, Retry-After) are
+applied by the mechanism on top, because they live in the shared frontier.
 """
 
 from __future__ import annotations
@@ -61,25 +60,3 @@ class PolitenessPolicy:
     def next_allowed_ms(self, completed_at: float, fetch_duration: float) -> int:
         """The host's next allowed contact time, in integer milliseconds (rounded up)."""
         return -int(-(completed_at + self.delay(fetch_duration)) * 1000 // 1)
-
-
-@dataclass(frozen=True)
-class PriorityLevels:
-    """Maps Scrapy's ``Request.priority`` (higher is more urgent) to a front queue.
-
-    Level 0 is the most urgent. Priority 0 (Scrapy's default) maps to
-    ``default_level``; each step of priority moves one level, clamped to the
-    available levels. With the default 4 levels and ``default_level=1``:
-    priority >= 1 -> level 0, 0 -> 1, -1 -> 2, <= -2 -> 3.
-    """
-
-    levels: int
-    default_level: int = 1
-
-    def level(self, priority: int) -> int:
-        level = self.default_level - priority
-        if level < 0:
-            return 0
-        if level >= self.levels:
-            return self.levels - 1
-        return level

@@ -15,7 +15,7 @@ with ``start`` when the request was read and ``end`` when the response was
 written (``time.time()`` seconds), so tests can check politeness from the
 server's side.
 
-Run as ``python -m tests.support.mockweb --port 8000 --hosts 50 ...``.
+Run as ``python -m support.mockweb --port 8000 --hosts 50 ...``.
 """
 
 from __future__ import annotations

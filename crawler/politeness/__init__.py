@@ -1,1 +1,0 @@
-"""Politeness policies beyond the frontier's base delay: backoff and retries."""
