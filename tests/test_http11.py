@@ -26,7 +26,8 @@ from scrapy.exceptions import (
 from scrapy.utils.test import get_crawler
 
 from crawler.downloader import http11
-from crawler.downloader.handler import CrawlerDownloadHandler, FetchClient, ServerSilentError, TlsError
+from crawler.downloader.errors import ServerSilentError, TlsError
+from crawler.downloader.handler import CrawlerDownloadHandler, FetchClient
 from crawler.exceptions import ConfigurationError
 from support.mockweb import free_port
 

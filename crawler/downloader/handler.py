@@ -33,10 +33,7 @@ version and tests the handler end to end, so the start-up warning is off.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
-import re
-import resource
 import socket
 import ssl
 import time
@@ -44,7 +41,6 @@ import zlib
 from contextlib import asynccontextmanager
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, cast
-from urllib.parse import quote
 
 import aiohttp
 import yarl
@@ -55,14 +51,23 @@ from scrapy.exceptions import (
     DownloadFailedError,
     DownloadTimeoutError,
     ResponseDataLossError,
-    StopDownload,
     UnsupportedURLSchemeError,
 )
-from scrapy.http import Headers
 from scrapy.utils.httpobj import urlparse_cached
 
 from crawler.downloader import http11
 from crawler.downloader.dns import resolver_from_settings
+from crawler.downloader.errors import ServerSilentError, TlsError
+from crawler.downloader.exchange import (
+    TRANSFER_WBITS,
+    BytesReceived,
+    decode_transfer,
+    peer_address,
+    peer_certificate,
+    request_target,
+    response_headers,
+)
+from crawler.downloader.limits import SPARE_DESCRIPTORS, ensure_file_descriptors
 from crawler.downloader.netguard import AddressPolicy, BlockedAddressError, parse_ip
 from crawler.requestmeta import CONTACTED_META, VERBATIM_URL_META
 from crawler.scrapy_internals import (
@@ -86,44 +91,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-#: zlib window bits per transfer coding the lean client decodes (gzip header, zlib header, or either).
-_TRANSFER_WBITS = {b"gzip": 31, b"x-gzip": 31, b"deflate": 47}
-#: Characters a request target may carry as they are (RFC 3986 plus ``%``).
-_UNSAFE_TARGET = re.compile(r"[^A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]")
 _IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
-
-
-#: File descriptors beyond the connections: Redis, log and WARC files, DNS, the embedded server...
-_SPARE_DESCRIPTORS = 256
-
-
-def ensure_file_descriptors(needed: int) -> None:
-    """Raise this process's soft limit of open files to ``needed`` (at most the hard limit).
-
-    A broad crawl keeps ``CONCURRENT_REQUESTS`` connections in use and up to
-    ``FETCH_MAX_IDLE_CONNECTIONS`` kept alive; a soft limit of 1,024 (a common
-    default) would fail connections with "Too many open files".
-    """
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY or soft >= needed:
-        return
-    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
-    if target > soft:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-    if target < needed:
-        logger.warning(
-            "Open files are limited to %d (hard limit) and CONCURRENT_REQUESTS with FETCH_MAX_IDLE_CONNECTIONS "
-            "need about %d: lower them, or raise the limit (ulimit -n)", target, needed)
-
-
-class ServerSilentError(DownloadTimeoutError):
-    """The server accepted the connection (or kept it) and sent nothing before ``DOWNLOAD_TIMEOUT``:
-    a host that listens but does not serve, which the frontier parks at once."""
-
-
-class TlsError(DownloadFailedError):
-    """The TLS handshake failed (with ``DOWNLOAD_VERIFY_CERTIFICATES``, a certificate that does not
-    verify): the host answered, so this does not count towards parking it (``fetch/tls_error``)."""
 
 
 class FetchClient(Enum):
@@ -131,31 +99,6 @@ class FetchClient(Enum):
 
     LEAN = "lean"
     AIOHTTP = "aiohttp"
-
-
-def _target(path: str, query: str) -> str:
-    """The request target (origin form) of a URL's path and query, any unsafe character escaped."""
-    target = path or "/"
-    if query:
-        target = f"{target}?{query}"
-    if _UNSAFE_TARGET.search(target) is not None:
-        target = quote(target, safe="-._~:/?#[]@!$&'()*+,;=%")
-    return target
-
-
-def _headers(pairs: list[tuple[bytes, bytes]]) -> Headers:
-    """Scrapy ``Headers`` from received pairs, without re-normalizing every value."""
-    grouped: dict[bytes, list[bytes]] = {}
-    for name, value in pairs:
-        key = name.title()
-        values = grouped.get(key)
-        if values is None:
-            grouped[key] = [value]
-        else:
-            values.append(value)
-    headers = Headers()
-    dict.update(headers, grouped)
-    return headers
 
 
 class CrawlerDownloadHandler(AiohttpDownloadHandler):
@@ -177,7 +120,7 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
             max_idle=get_int(settings, "FETCH_MAX_IDLE_CONNECTIONS", minimum=0) or 4 * self._pool_size_total,
             idle_timeout=get_float(settings, "FETCH_KEEPALIVE_TIMEOUT", minimum=0.0),
         )
-        ensure_file_descriptors(self._pool_size_total + self._pool.max_idle + _SPARE_DESCRIPTORS)
+        ensure_file_descriptors(self._pool_size_total + self._pool.max_idle + SPARE_DESCRIPTORS)
         resolver = resolver_from_settings(settings, crawler.stats)
         self._resolver = resolver
         # The same session Scrapy builds, with the caching, guarding resolver.
@@ -246,7 +189,7 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
         netloc = bracketed if port == _DEFAULT_PORTS[scheme] else f"{bracketed}:{port}"
         try:
             payload = http11.request_head(
-                request.method, _target(parts.path, parts.query), netloc,
+                request.method, request_target(parts.path, parts.query), netloc,
                 [(name, value) for name, values in dict.items(request.headers) for value in values
                  if name != b"Proxy-Authorization"],
                 request.body,
@@ -283,7 +226,7 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
         return response
 
     async def _exchange(
-        self, request: Request, key: http11.Key, payload: bytes, maxsize: int, hook: _BytesReceived | None,
+        self, request: Request, key: http11.Key, payload: bytes, maxsize: int, hook: BytesReceived | None,
         connected: list[bool], first_byte: float,
     ) -> tuple[http11.HttpConnection, http11.ResponseHead]:
         """Send the request on a kept connection or a new one; the response head, within ``first_byte`` seconds.
@@ -345,20 +288,20 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
         except OSError as exc:
             raise DownloadConnectionRefusedError(f"Cannot connect to {host}:{port}: {exc}") from exc
 
-    def _chunk_hook(self, request: Request) -> _BytesReceived | None:
+    def _chunk_hook(self, request: Request) -> BytesReceived | None:
         """The ``bytes_received`` signal per piece of body, when anything listens to it."""
         if not has_receivers(self._signals.sender, signals.bytes_received):
             return None
-        return _BytesReceived(self.crawler, request)
+        return BytesReceived(self.crawler, request)
 
     async def _receive(
         self, request: Request, connection: http11.HttpConnection, head: http11.ResponseHead, maxsize: int,
-        hook: _BytesReceived | None,
+        hook: BytesReceived | None,
     ) -> Response:
         """Scrapy's response to a request whose head arrived, with the body read under its limits."""
         meta = request.meta
         warnsize: int = meta.get("download_warnsize", self._default_warnsize)
-        headers = _headers(head.headers)
+        headers = response_headers(head.headers)
         expected = head.content_length
         if maxsize and expected and expected > maxsize:
             connection.abort()
@@ -371,9 +314,9 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
             "url": request.url,
             "status": head.status,
             "headers": headers,
-            "ip_address": _ip_address(connection.peer),
+            "ip_address": peer_address(connection.peer),
             "protocol": head.version.decode("ascii"),
-            "certificate": _certificate(connection),
+            "certificate": peer_certificate(connection),
         }
         stop = check_stop_download(
             signals.headers_received, self.crawler, request, headers=headers, body_length=expected
@@ -402,23 +345,19 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
         return make_response(**base, body=body)
 
     def _decode_transfer(self, request: Request, body: bytes, codings: list[bytes], maxsize: int) -> bytes:
-        """Undo the transfer codings besides ``chunked`` (``gzip``, ``deflate``), last applied first,
-        within ``maxsize``; an unknown one is a download failure (the body cannot be read)."""
-        for coding in reversed(codings):
-            wbits = _TRANSFER_WBITS.get(coding)
-            if wbits is None:
-                self._stats.inc_value("fetch/unknown_transfer_coding")
-                raise DownloadFailedError(f"unsupported transfer coding {coding[:40]!r} ({request.url})")
-            decoder = zlib.decompressobj(wbits)
-            try:
-                decoded = decoder.decompress(body, maxsize + 1 if maxsize else 0)
-            except zlib.error as exc:
-                raise DownloadFailedError(f"bad {coding.decode('latin-1')} transfer coding ({request.url}): {exc}") \
-                    from exc
-            if maxsize and len(decoded) > maxsize:
-                self._cancel_maxsize(len(decoded), maxsize, request, expected=False)
-            body = decoded
-        return body
+        """Undo the transfer codings besides ``chunked`` within ``maxsize``; an unknown or broken
+        one is a download failure (the body cannot be read)."""
+        unknown = [coding for coding in codings if coding not in TRANSFER_WBITS]
+        if unknown:
+            self._stats.inc_value("fetch/unknown_transfer_coding")
+            raise DownloadFailedError(f"unsupported transfer coding {unknown[0][:40]!r} ({request.url})")
+        try:
+            decoded = decode_transfer(body, codings, maxsize)
+        except zlib.error as exc:
+            raise DownloadFailedError(f"bad transfer coding ({request.url}): {exc}") from exc
+        if maxsize and len(decoded) > maxsize:
+            self._cancel_maxsize(len(decoded), maxsize, request, expected=False)
+        return decoded
 
     # -- aiohttp (proxies, FETCH_HTTP_CLIENT = "aiohttp") ---------------------------------------
 
@@ -461,44 +400,3 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
         self._pool.close()
         await self._unused_session.close()
         await super().close()
-
-
-class _BytesReceived:
-    """Sends ``bytes_received`` for each piece of a body; keeps the ``StopDownload`` a receiver raised."""
-
-    __slots__ = ("crawler", "request", "stop")
-
-    def __init__(self, crawler: Crawler, request: Request) -> None:
-        self.crawler = crawler
-        self.request = request
-        self.stop: StopDownload | None = None
-
-    def __call__(self, data: bytes) -> bool:
-        self.stop = check_stop_download(signals.bytes_received, self.crawler, self.request, data=data)
-        return self.stop is not None
-
-
-_ADDRESSES: dict[str, ipaddress.IPv4Address | ipaddress.IPv6Address] = {}
-
-
-def _ip_address(peer: str | None) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """The peer's address as an ``ipaddress`` object (memoized, at most 10,000)."""
-    if peer is None:
-        return None
-    address = _ADDRESSES.get(peer)
-    if address is None:
-        address = ipaddress.ip_address(peer.split("%", 1)[0])
-        if len(_ADDRESSES) >= 10_000:
-            _ADDRESSES.clear()
-        _ADDRESSES[peer] = address
-    return address
-
-
-def _certificate(connection: http11.HttpConnection) -> bytes | None:
-    transport = connection.transport
-    if transport is None:
-        return None
-    ssl_object = transport.get_extra_info("ssl_object")
-    if ssl_object is None:
-        return None
-    return cast("bytes | None", ssl_object.getpeercert(binary_form=True))

@@ -50,7 +50,7 @@ from scrapy.exceptions import (
     ResponseDataLossError,
 )
 
-from crawler.downloader.handler import ServerSilentError, TlsError
+from crawler.downloader.errors import ServerSilentError, TlsError
 from crawler.frontier.outcome import HostSignal, Rescheduled, dead_letter, handout_of, reschedule
 from crawler.policy.backoff import BackoffPolicy, parse_retry_after
 from crawler.requestmeta import RETRY_META, ROBOTS_META, THROTTLED_META

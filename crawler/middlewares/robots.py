@@ -51,7 +51,7 @@ from scrapy.exceptions import CannotResolveHostError, IgnoreRequest, NotConfigur
 from scrapy.http.request import NO_CALLBACK
 
 from crawler.bounded import BoundedSet
-from crawler.downloader.handler import ServerSilentError, TlsError
+from crawler.downloader.errors import ServerSilentError, TlsError
 from crawler.downloader.netguard import BlockedAddressError
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.context import FrontierContext
