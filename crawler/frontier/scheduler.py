@@ -80,12 +80,12 @@ from crawler.frontier.context import FrontierContext
 from crawler.frontier.intake import Intake
 from crawler.frontier.levels import PriorityLevels
 from crawler.frontier.outcome import Handout, LeaseAction
+from crawler.frontier.pacing import NEVER_MS, ShardPacer
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.shards import ShardRouter, check_crawl_metadata, shard_frontiers
 from crawler.frontier.stepstats import count_step
 from crawler.frontier.store import (
     Completion,
-    EnqueueEntry,
     RedisFrontier,
     StepResult,
 )
@@ -120,8 +120,6 @@ _MAX_BACKOFF = 30.0
 _RESOLVE_TIMEOUT = 10.0
 
 
-#: "No revisit known": later than any crawl-clock time.
-_NEVER_MS = 2**62
 
 
 def _requeue(sent: dict[int, list[_T]], pending: dict[int, list[_T]], shard: int) -> None:
@@ -174,13 +172,8 @@ class FrontierScheduler(BaseScheduler):
         )
         #: Per shard (only shards with something to send): acks.
         self._completions: dict[int, list[Completion]] = {}
-        #: Per shard: when to ask it for URLs next (s), and its queued + leased URLs.
-        self._shard_next = [0.0] * shards
-        self._shard_pending = [0] * shards
-        self._shard_due_now = [0] * shards
-        self._shard_next_due = [0] * shards
-        self._shard_synced = [False] * shards
-        self._turn = 0
+        #: What each shard last told this worker; when to ask which for URLs.
+        self.pacer = ShardPacer(shards, config.idle_poll)
         #: The crawl is draining (``scrapy frontier drain``): claim nothing, finish, close.
         self.draining = False
         self._drain_checked = 0.0
@@ -192,14 +185,8 @@ class FrontierScheduler(BaseScheduler):
         self._wake: asyncio.Event | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._closing = False
-        self._synced = False
         self._step_running = False
-        self._global_pending = 0
-        self._next_ready_at = 0.0
         self._last_renew = 0.0
-        #: Revisits due now but not yet drained, and the earliest due time (crawl-clock ms).
-        self._due_now = 0
-        self._next_due_ms = 0
         self._last_drain = 0.0
 
     @classmethod
@@ -347,13 +334,13 @@ class FrontierScheduler(BaseScheduler):
             return True
         return bool(
             self._buffer
-            or self._due_now > 0
+            or self.pacer.due_now > 0
             or self._handed
             or self.intake.enqueues
             or self._completions
             or self._step_running
-            or not self._synced
-            or self._global_pending > 0
+            or not self.pacer.synced
+            or self.pacer.pending > 0
         )
 
     def enqueue_request(self, request: Request) -> bool:
@@ -385,8 +372,7 @@ class FrontierScheduler(BaseScheduler):
     def revisit_scheduled(self, due_ms: int) -> None:
         """A revisit was put in the due set by this process (the recrawl pipeline):
         drain it when it is due, not at the next ``RECRAWL_DRAIN_INTERVAL``."""
-        if due_ms < self._next_due_ms:
-            self._next_due_ms = due_ms
+        if self.pacer.revisit_scheduled(due_ms):
             self._poke()
 
     def next_request(self) -> Request | None:
@@ -396,7 +382,7 @@ class FrontierScheduler(BaseScheduler):
             # Ask the pump for work only if it could claim some: with every
             # slot taken (requests still in the pipelines) a poke would only
             # spin the engine and the pump against each other.
-            if not self._closing and self._capacity() > 0 and self._next_ready_at <= time.time():
+            if not self._closing and self._capacity() > 0 and self.pacer.next_ready_at <= time.time():
                 self._poke()
             return None
         request, handout = self._buffer.popleft()
@@ -469,13 +455,13 @@ class FrontierScheduler(BaseScheduler):
         if self._capacity() <= 0:
             return max(renew_in, 0.0)
         wake = min(self.config.idle_poll, renew_in)
-        if self._next_ready_at > 0:
-            wake = min(wake, self._next_ready_at - now)
-        if self._due_now > 0:
+        if self.pacer.next_ready_at > 0:
+            wake = min(wake, self.pacer.next_ready_at - now)
+        if self.pacer.due_now > 0:
             return 0.0
-        if self._next_due_ms < _NEVER_MS:
+        if self.pacer.next_due_ms < NEVER_MS:
             # The next revisit, in real seconds (the crawl clock may run faster).
-            wake = min(wake, self.clock.to_real_delay(self._next_due_ms / 1000.0 - self.clock.now()))
+            wake = min(wake, self.clock.to_real_delay(self.pacer.next_due_ms / 1000.0 - self.clock.now()))
         return max(wake, 0.0)
 
     def _capacity(self) -> int:
@@ -515,10 +501,10 @@ class FrontierScheduler(BaseScheduler):
         capacity = 0 if self.draining else self._capacity()
         crawl_now_ms = int(self.clock.now() * 1000)
         drain_at = None
-        if capacity > 0 and (crawl_now_ms >= self._next_due_ms or now - self._last_drain >= self.drain_interval):
+        if capacity > 0 and (crawl_now_ms >= self.pacer.next_due_ms or now - self._last_drain >= self.drain_interval):
             drain_at = crawl_now_ms
             self._last_drain = now
-        claims = self._claims(capacity, now, enqueues)
+        claims = self.pacer.claims(capacity, now, enqueues)
         shards = set(enqueues) | set(completions) | set(touches) | set(renew) | set(claims)
         if drain_at is not None:
             shards = set(range(self.router.count))
@@ -568,60 +554,16 @@ class FrontierScheduler(BaseScheduler):
         except Exception as exc:
             return exc
 
-    def _claims(self, capacity: int, now: float, enqueues: dict[int, list[EnqueueEntry]]) -> dict[int, int]:
-        """How many URLs to claim from which shard (0: only expire leases, refill and report).
-
-        A shard is asked when its next host is due by what this worker last
-        heard, when it was just sent URLs (new hosts may be ready at once),
-        and at least every ``FRONTIER_IDLE_POLL`` (other workers' URLs). The
-        free slots are shared among the shards asked, starting with a
-        different one each cycle so none is starved.
-        """
-        count = self.router.count
-        if count == 1:
-            return {0: capacity} if capacity > 0 else {}
-        if capacity <= 0:
-            return {}
-        due = [shard for shard in range(count) if self._shard_next[shard] <= now or shard in enqueues]
-        if not due:
-            return {}
-        start = self._turn % len(due)
-        self._turn += 1
-        share = -(-capacity // len(due))
-        claims: dict[int, int] = {}
-        left = capacity
-        for shard in due[start:] + due[:start]:
-            take = min(share, left)
-            claims[shard] = take
-            left -= take
-        return claims
-
     def _absorb(self, shard: int, result: StepResult, now: float) -> None:
         """Take in one shard's step result: counts, timings, claimed requests."""
         assert self.codec is not None
         count_step(self.stats, result)
-        drain = result.drain
-        if drain is not None:
-            self._shard_due_now[shard] = drain.due_now
-            self._shard_next_due[shard] = drain.next_due_ms if drain.next_due_ms is not None else _NEVER_MS
-            self._due_now = sum(self._shard_due_now)
-            self._next_due_ms = min(self._shard_next_due)
+        if result.drain is not None:
+            self.pacer.heard_drain(shard, result.drain)
         claim = result.claim
         if claim is None:
             return
-        self._shard_pending[shard] = claim.queued + claim.leased
-        self._global_pending = sum(self._shard_pending)
-        self._shard_synced[shard] = True
-        self._synced = all(self._shard_synced)
-        next_at = [t / 1000.0 for t in (claim.next_ready_ms, claim.next_expiry_ms) if t is not None]
-        # With no ready host and no lease anywhere, only another worker's
-        # enqueue can create work: look again after the idle poll (a sharded
-        # frontier looks at every shard that often in any case).
-        poll_at = now + self.config.idle_poll
-        self._shard_next[shard] = min(next_at) if next_at else poll_at
-        if self.router.count > 1:
-            self._shard_next[shard] = min(self._shard_next[shard], poll_at)
-        self._next_ready_at = min(self._shard_next)
+        self.pacer.heard_claim(shard, claim, now)
         for lease, blob in claim.claimed:
             try:
                 request = self.codec.decode(blob)
@@ -645,7 +587,7 @@ class FrontierScheduler(BaseScheduler):
     # -- introspection -------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return self._global_pending
+        return self.pacer.pending
 
 
 __all__ = ["LEASE_META", "FrontierScheduler", "FrontierUnavailableError", "Handout"]
