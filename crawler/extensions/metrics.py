@@ -138,7 +138,7 @@ class MetricsEndpoint:
         self.refresh = refresh
         self.crawl_id = crawl_id_for(crawler)
         self.provider = RedisProvider.for_crawler(crawler)
-        self.router = ShardRouter.from_settings(crawler.settings, self.crawl_id)
+        self.router = ShardRouter.for_crawler(crawler)
         self.registry = CollectorRegistry(auto_describe=False)
         self.collector = CrawlCollector(self.crawl_id, crawler.stats)
         self.registry.register(self.collector)

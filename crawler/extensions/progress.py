@@ -52,7 +52,7 @@ class ProgressReporter:
         self.report_path = report_path
         self.crawl_id = crawl_id_for(crawler)
         self.provider = RedisProvider.for_crawler(crawler)
-        self.router = ShardRouter.from_settings(crawler.settings, self.crawl_id)
+        self.router = ShardRouter.for_crawler(crawler)
         self.worker = f"{socket.gethostname().split('.')[0]}-{os.getpid()}"
         self.timeline: Timeline | None = None
         self.started = time.monotonic()

@@ -86,7 +86,7 @@ class Intake:
         self.resolver = resolver
         #: Called when the first entry arrives since the last take (the pump wakes up).
         self.notify = notify
-        self.domains = RegisteredDomains()
+        self.domains = RegisteredDomains.shared()
         self._local_seen = BoundedSet(local_seen_size)
         self.codec: RequestCodec | None = None
         self.frontiers: list[RedisFrontier] = []

@@ -195,7 +195,7 @@ class FrontierScheduler(BaseScheduler):
         config = FrontierConfig.from_settings(crawler.settings, spider_name)
         assert crawler.stats is not None
         settings = crawler.settings
-        router = ShardRouter.from_settings(settings, config.crawl_id)
+        router = ShardRouter.for_crawler(crawler)
         if config.politeness_key is PolitenessKey.IP and router.count > 1:
             raise ConfigurationError(
                 "FRONTIER_POLITENESS_KEY",

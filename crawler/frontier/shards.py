@@ -30,6 +30,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from scrapy.settings import BaseSettings
 
@@ -43,8 +44,12 @@ from crawler.urls import NORMALIZATION_VERSION
 from crawler.urls.domains import RegisteredDomains
 
 if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
     from crawler.frontier.store import RedisFrontier
     from crawler.policy.backoff import BackoffPolicy
+
+_routers: WeakKeyDictionary[Crawler, ShardRouter] = WeakKeyDictionary()
 
 #: Shards on a cluster unless FRONTIER_SHARDS says otherwise.
 CLUSTER_DEFAULT_SHARDS = 16
@@ -70,11 +75,21 @@ class ShardRouter:
         self.crawl_id = crawl_id
         self.count = count
         self.keys = [FrontierKeys(crawl_id, shard) for shard in range(count)]
-        self._domain_of = domain_of or RegisteredDomains()
+        self._domain_of = domain_of or RegisteredDomains.shared()
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, crawl_id: str) -> ShardRouter:
         return cls(crawl_id, shard_count(settings, crawl_id))
+
+    @classmethod
+    def for_crawler(cls, crawler: Crawler) -> ShardRouter:
+        """The crawl's router, one per crawler (every component of a worker routes alike)."""
+        from crawler.redisconn.provider import crawl_id_for
+
+        router = _routers.get(crawler)
+        if router is None:
+            router = _routers[crawler] = cls.from_settings(crawler.settings, crawl_id_for(crawler))
+        return router
 
     def shard_of(self, host: str) -> int:
         if self.count == 1:

@@ -117,7 +117,7 @@ class RobotsTxtMiddleware:
         self.politeness = politeness
         self.provider = provider
         self.stats = stats
-        self.router = ShardRouter.from_settings(crawler.settings, crawl_id_for(crawler))
+        self.router = ShardRouter.for_crawler(crawler)
         self.sitemaps = SitemapSettings.from_settings(crawler.settings)
         self.store: RobotsStore | None = None
         # The body cap needs a look at every chunk, but only of robots.txt

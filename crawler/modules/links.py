@@ -20,7 +20,7 @@ class LinksModule:
 
     def __init__(self, crawler: Any) -> None:
         self.extractor = LinkExtractor()
-        self.domains = RegisteredDomains()
+        self.domains = RegisteredDomains.shared()
         self.crawler = crawler
         #: The crawl's URL normalization (canonical and page URLs compare in the frontier's form).
         self.normalization = NormalizationConfig.from_settings(crawler.settings)

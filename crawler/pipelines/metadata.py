@@ -27,7 +27,7 @@ from crawler.metadata.store import PAGE_ERROR, PAGE_NEAR_DUPLICATE, UrlMetadataS
 from crawler.policy.clock import CrawlClock
 from crawler.policy.hostquality import HostQualityCache
 from crawler.policy.priority import HostQuality
-from crawler.redisconn.provider import RedisProvider, crawl_id_for
+from crawler.redisconn.provider import RedisProvider
 from crawler.settings_parsing import get_bool, get_float, get_int, is_set
 from crawler.urls import NormalizationConfig, UrlError, normalize_url, url_fingerprint
 from crawler.urls.fingerprint import bloom_positions
@@ -84,7 +84,7 @@ class UrlMetadataPipeline:
             raise NotConfigured
         return cls(
             RedisProvider.for_crawler(crawler),
-            ShardRouter.from_settings(settings, crawl_id_for(crawler)),
+            ShardRouter.for_crawler(crawler),
             get_int(settings, "METADATA_CHANGE_DISTANCE", minimum=0),
             crawler.stats,
             clock=CrawlClock.from_settings(settings),

@@ -72,7 +72,7 @@ class RecrawlPipeline:
         self.clock = clock
         self.levels = levels
         self.provider = RedisProvider.for_crawler(crawler)
-        self.router = ShardRouter.from_settings(crawler.settings, crawl_id_for(crawler))
+        self.router = ShardRouter.for_crawler(crawler)
         self.host_quality = HostQualityCache.for_crawler(crawler)
         self.sitemaps = SitemapSettings.from_settings(crawler.settings)
         #: The crawl's URL normalization (the frontier's keys are built with it).

@@ -84,7 +84,7 @@ class WebSpider(Spider):
     def __init__(self, seeds: str | None = None, urls: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.seed_urls = load_seeds(seeds, urls)
-        self.domains = RegisteredDomains()
+        self.domains = RegisteredDomains.shared()
         self.modules: list[PageModule] = []
         self._emitted = BoundedSet(0)
         self.max_redirects = 5

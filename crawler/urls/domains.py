@@ -12,12 +12,24 @@ from __future__ import annotations
 
 import tldextract
 
+_SHARED: RegisteredDomains | None = None
+
 
 class RegisteredDomains:
+    """Registered domain of a host name, memoized (see the module's docstring)."""
+
     def __init__(self, max_size: int = 100_000) -> None:
         self._extract = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None, include_psl_private_domains=True)
         self._memo: dict[str, str] = {}
         self.max_size = max_size
+
+    @classmethod
+    def shared(cls) -> RegisteredDomains:
+        """The process's one instance (a suffix list and a memo are loaded once, whoever asks)."""
+        global _SHARED
+        if _SHARED is None:
+            _SHARED = cls()
+        return _SHARED
 
     def __call__(self, host: str) -> str:
         domain = self._memo.get(host)
