@@ -2,12 +2,10 @@
 
 Scrapy calls :meth:`FrontierScheduler.enqueue_request` and
 :meth:`FrontierScheduler.next_request` synchronously, many times a second, so
-neither talks to Redis. A single background task, the *pump*, does all the I/O
-in one pipelined round trip per cycle (:meth:`RedisFrontier.step`): it sends
-the requests enqueued since the last cycle, acknowledges the leases of
-requests the engine has finished with, renews the leases still held, and
-claims as many new URLs as there are free download slots. Claimed requests
-wait in a small local buffer for the engine to take them.
+neither talks to Redis: requests go in through the :class:`Intake` (filter,
+fingerprint, score, level, encode, shard) and come out of a small local buffer
+(:class:`InHand`), and a single background task, the :class:`Pump`, does all
+the I/O in one pipelined round trip per cycle.
 
 A request is *finished* when the engine drops it from its in-progress set,
 which happens after the download, the spider callback, every request the
@@ -18,12 +16,8 @@ its unacked leases expire and their URLs are fetched again by someone else.
 
 The host's next allowed time is computed by :class:`PolitenessPolicy` from the
 fetch's duration (Scrapy's ``download_latency``) and the time the engine
-finished with the request, which is never earlier than the end of the fetch.
-
-The pump sleeps until the earliest of: a new event (enqueue, finished request),
-the next host's ready time, the next lease expiry (another worker may have
-died), or ``FRONTIER_IDLE_POLL``; so a host that becomes ready in t ms is
-fetched about t ms later, not at the engine's next 5 s heartbeat.
+finished with the request, which is never earlier than the end of the fetch
+(:class:`LeaseCompleter`).
 
 Recrawl: when it has free slots the pump also drains the due set (revisits
 whose time has come, :mod:`crawler.frontier.due`) into the queues, in the
@@ -58,45 +52,35 @@ links.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
-from collections import deque
-from collections.abc import Coroutine, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import RedisError
 from scrapy import Request, Spider
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.utils.defer import deferred_from_coro
 
 from crawler.downloader.dns import CachingGuardedResolver, resolver_from_settings
-from crawler.exceptions import CodecError, ConfigurationError, FrontierUnavailableError
+from crawler.exceptions import ConfigurationError, FrontierUnavailableError
 from crawler.frontier.codec import RequestCodec
 from crawler.frontier.completion import LeaseCompleter
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.context import FrontierContext
+from crawler.frontier.inhand import InHand
 from crawler.frontier.intake import Intake
 from crawler.frontier.levels import PriorityLevels
-from crawler.frontier.outcome import Handout, LeaseAction
-from crawler.frontier.pacing import NEVER_MS, ShardPacer
+from crawler.frontier.outcome import Handout
+from crawler.frontier.pacing import ShardPacer
+from crawler.frontier.pump import Pump
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.shards import ShardRouter, check_crawl_metadata, shard_frontiers
-from crawler.frontier.stepstats import count_step
-from crawler.frontier.store import (
-    Completion,
-    RedisFrontier,
-    StepResult,
-)
-from crawler.middlewares.robots import robots_lease_request
 from crawler.policy.backoff import BackoffPolicy
 from crawler.policy.clock import CrawlClock
 from crawler.policy.hostquality import HostQualityCache
 from crawler.policy.politeness import PolitenessKey, PolitenessPolicy
 from crawler.policy.priority import PriorityPolicy
 from crawler.policy.recrawl import RecrawlMode
-from crawler.redisconn.outage import REDIS_DOWN
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
 from crawler.requestmeta import LEASE_META
 from crawler.scrapy_internals import engine_slot
@@ -111,21 +95,6 @@ if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
 
 logger = logging.getLogger(__name__)
-
-_T = TypeVar("_T")
-
-
-_MAX_BACKOFF = 30.0
-#: Seconds a new host's address may take to resolve (``FRONTIER_POLITENESS_KEY = "ip"``).
-_RESOLVE_TIMEOUT = 10.0
-
-
-
-
-def _requeue(sent: dict[int, list[_T]], pending: dict[int, list[_T]], shard: int) -> None:
-    """Put a shard's unsent batch back in front of what came since."""
-    if shard in sent:
-        pending[shard] = sent[shard] + pending.get(shard, [])
 
 
 class FrontierScheduler(BaseScheduler):
@@ -152,7 +121,6 @@ class FrontierScheduler(BaseScheduler):
         self.crawler = crawler
         self.clock = clock or CrawlClock()
         self.mode = mode
-        self.drain_interval = drain_interval
         self.config = config
         self.backoff = backoff
         self.seen = seen
@@ -163,31 +131,38 @@ class FrontierScheduler(BaseScheduler):
         shards = self.router.count
         self.politeness = PolitenessPolicy(config.min_delay, config.delay_factor, config.max_delay)
         self.levels = PriorityLevels(config.levels)
-        self.frontiers: list[RedisFrontier] = []
-        self.codec: RequestCodec | None = None
         #: URLs on their way in (per shard), sent by the next step.
         self.intake = Intake(
-            self.router, url_filter, self.levels, stats, local_seen_size=config.local_seen_size,
-            priority=priority, host_quality=host_quality, clock=self.clock, resolver=resolver, notify=self._poke,
+            self.router,
+            url_filter,
+            self.levels,
+            stats,
+            local_seen_size=config.local_seen_size,
+            priority=priority,
+            host_quality=host_quality,
+            clock=self.clock,
+            resolver=resolver,
+            notify=self._poke,
         )
-        #: Per shard (only shards with something to send): acks.
-        self._completions: dict[int, list[Completion]] = {}
         #: What each shard last told this worker; when to ask which for URLs.
         self.pacer = ShardPacer(shards, config.idle_poll)
-        #: The crawl is draining (``scrapy frontier drain``): claim nothing, finish, close.
-        self.draining = False
-        self._drain_checked = 0.0
-        self._buffer: deque[tuple[Request, Handout]] = deque()
-        self._handed: dict[Request, Handout] = {}
-        self._inprogress: set[Request] = set()
+        #: Leases held, from claim to ack.
+        self.inhand = InHand(config.concurrency)
+        self.pump = Pump(
+            config,
+            provider,
+            stats,
+            self.intake,
+            self.inhand,
+            self.pacer,
+            self.clock,
+            shards=shards,
+            drain_interval=drain_interval,
+            collect=self._collect_completions,
+            wake_engine=self._wake_engine,
+            has_pending=self.has_pending_requests,
+        )
         self._nextcall: Any = None
-        self._pump_task: asyncio.Task[None] | None = None
-        self._wake: asyncio.Event | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._closing = False
-        self._step_running = False
-        self._last_renew = 0.0
-        self._last_drain = 0.0
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -203,8 +178,13 @@ class FrontierScheduler(BaseScheduler):
                 "address can belong to several shards, whose clocks are apart",
             )
         return cls(
-            crawler, config, RedisProvider.for_crawler(crawler), crawler.stats, BackoffPolicy.from_settings(settings),
-            UrlFilter(FilterConfig.from_settings(settings)), SeenConfig.from_settings(settings),
+            crawler,
+            config,
+            RedisProvider.for_crawler(crawler),
+            crawler.stats,
+            BackoffPolicy.from_settings(settings),
+            UrlFilter(FilterConfig.from_settings(settings)),
+            SeenConfig.from_settings(settings),
             router=router,
             priority=PriorityPolicy.from_settings(settings),
             host_quality=HostQualityCache.for_crawler(crawler),
@@ -212,7 +192,8 @@ class FrontierScheduler(BaseScheduler):
             mode=RecrawlMode.from_settings(settings),
             drain_interval=get_float(settings, "RECRAWL_DRAIN_INTERVAL", minimum=0.1),
             resolver=resolver_from_settings(settings, crawler.stats)
-            if config.politeness_key is PolitenessKey.IP else None,
+            if config.politeness_key is PolitenessKey.IP
+            else None,
         )
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -228,24 +209,31 @@ class FrontierScheduler(BaseScheduler):
         await check_crawl_metadata(client, self.router)
         await self._check_politeness_key(client)
         count = self.router.count
-        self.frontiers = shard_frontiers(client, self.router, self.config, self.seen, self.backoff)
-        self.codec = RequestCodec(spider)
-        self.intake.bind(self.codec, self.frontiers)
-        self.completer = LeaseCompleter(self.politeness, self.codec, self.stats)
-        for frontier in self.frontiers:
+        frontiers = shard_frontiers(client, self.router, self.config, self.seen, self.backoff)
+        codec = RequestCodec(spider)
+        self.intake.bind(codec, frontiers)
+        for frontier in frontiers:
             await frontier.prepare()
         # The engine's own record of requests still being processed, and its
         # "look for work now" call: the only two engine internals used here.
-        self._inprogress, self._nextcall = engine_slot(self.crawler.engine)
-        self._wake = asyncio.Event()
-        self._pump_task = asyncio.ensure_future(self._pump())
+        inprogress, self._nextcall = engine_slot(self.crawler.engine)
+        self.inhand.bind(inprogress, LeaseCompleter(self.politeness, codec, self.stats))
+        self.pump.start(frontiers, codec, self.keys.crawl_key("draining"))
         FrontierContext.for_crawler(self.crawler).attach(self)
         logger.info(
             "Frontier %r open on %s: %d shard%s, min delay %.3g s, delay factor %.3g, %d priority levels %s, "
             "%d active hosts, lease %.0f s, %s mode",
-            self.config.crawl_id, self.provider.url, count, "" if count == 1 else "s", self.config.min_delay,
-            self.config.delay_factor, self.config.levels, list(self.config.queue_weights), self.config.active_hosts,
-            self.config.lease_timeout, self.mode.value,
+            self.config.crawl_id,
+            self.provider.url,
+            count,
+            "" if count == 1 else "s",
+            self.config.min_delay,
+            self.config.delay_factor,
+            self.config.levels,
+            list(self.config.queue_weights),
+            self.config.active_hosts,
+            self.config.lease_timeout,
+            self.mode.value,
         )
 
     async def _check_politeness_key(self, client: Any) -> None:
@@ -266,55 +254,14 @@ class FrontierScheduler(BaseScheduler):
         return deferred_from_coro(self._close(reason))
 
     async def _close(self, reason: str) -> None:
-        self._closing = True
+        self.pump.closing = True
         FrontierContext.for_crawler(self.crawler).detach(self)
-        if self._pump_task is not None:
-            self._poke()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._pump_task
-        if self._timer is not None:
-            self._timer.cancel()
-        if not self.frontiers:
+        await self.pump.stop()
+        if not self.pump.frontiers:
             return
-        self._collect_completions()
-        releases: dict[int, list[bytes]] = {}
-        for _, handout in self._buffer:
-            releases.setdefault(handout.lease.shard, []).append(handout.lease.member)
-        self._buffer.clear()
-        unfinished = len(self._handed)
-        enqueues, touches = self.intake.take()
-        await self.intake.resolve_groups(enqueues)
-        for attempt in range(3):
-            now_ms = int(time.time() * 1000)
-            crawl_now_ms = int(self.clock.now() * 1000)
-            shards = set(enqueues) | set(self._completions) | set(touches) | set(releases)
-            try:
-                for shard in sorted(shards):
-                    result = await self.frontiers[shard].step(
-                        enqueues=enqueues.get(shard),
-                        completions=self._completions.get(shard),
-                        releases=releases.get(shard),
-                        now_ms=now_ms,
-                        touches=touches.get(shard),
-                        crawl_now_ms=crawl_now_ms,
-                    )
-                    count_step(self.stats, result)
-                    self.stats.inc_value("frontier/released", result.released)
-                    for pending in (enqueues, self._completions, touches, releases):
-                        pending.pop(shard, None)
-            except REDIS_DOWN as exc:
-                logger.warning("Frontier close: Redis unreachable (%s), attempt %d of 3", exc, attempt + 1)
-                await asyncio.sleep(1.0 + attempt * 2)
-                continue
-            break
-        else:
-            logger.error(
-                "Frontier close: could not reach Redis; %d enqueues and %d acks not written. "
-                "Their leases expire in %.0f s and the URLs are fetched again, so nothing is lost.",
-                sum(map(len, enqueues.values())), sum(map(len, self._completions.values())),
-                self.config.lease_timeout,
-            )
-        for frontier in self.frontiers:
+        await self.pump.flush()
+        unfinished = len(self.inhand.handed)
+        for frontier in self.pump.frontiers:
             await frontier.close()
         if unfinished:
             logger.warning("Frontier close: %d requests were still in flight; their leases will expire", unfinished)
@@ -328,17 +275,18 @@ class FrontierScheduler(BaseScheduler):
     # -- the Scrapy scheduler interface --------------------------------------------------
 
     def has_pending_requests(self) -> bool:
-        if self.draining:
-            return bool(self._handed or self.intake.enqueues or self._completions or self._step_running)
-        if self.mode is RecrawlMode.CONTINUOUS and not self._closing:
+        inhand, pump = self.inhand, self.pump
+        if pump.draining:
+            return bool(inhand.handed or self.intake.enqueues or inhand.completions or pump.step_running)
+        if self.mode is RecrawlMode.CONTINUOUS and not pump.closing:
             return True
         return bool(
-            self._buffer
+            inhand.buffer
             or self.pacer.due_now > 0
-            or self._handed
+            or inhand.handed
             or self.intake.enqueues
-            or self._completions
-            or self._step_running
+            or inhand.completions
+            or pump.step_running
             or not self.pacer.synced
             or self.pacer.pending > 0
         )
@@ -366,8 +314,9 @@ class FrontierScheduler(BaseScheduler):
 
         The links are stored before the lease of the page that found them is acked.
         """
-        return self.intake.urls(urls, depth=depth, callback=callback, priority=priority, meta=meta,
-                                exact_seen=exact_seen)
+        return self.intake.urls(
+            urls, depth=depth, callback=callback, priority=priority, meta=meta, exact_seen=exact_seen
+        )
 
     def revisit_scheduled(self, due_ms: int) -> None:
         """A revisit was put in the due set by this process (the recrawl pipeline):
@@ -376,213 +325,31 @@ class FrontierScheduler(BaseScheduler):
             self._poke()
 
     def next_request(self) -> Request | None:
-        if self._handed:
+        if self.inhand.handed:
             self._collect_completions()
-        if not self._buffer:
+        request = self.inhand.hand_out()
+        if (
+            request is None
+            and not self.pump.closing
+            and self.inhand.capacity() > 0
+            and self.pacer.next_ready_at <= time.time()
+        ):
             # Ask the pump for work only if it could claim some: with every
             # slot taken (requests still in the pipelines) a poke would only
             # spin the engine and the pump against each other.
-            if not self._closing and self._capacity() > 0 and self.pacer.next_ready_at <= time.time():
-                self._poke()
-            return None
-        request, handout = self._buffer.popleft()
-        handout.handed_at = time.time()
-        self._handed[request] = handout
+            self.pump.poke()
         return request
 
-    # -- bookkeeping ---------------------------------------------------------------------
-
     def _collect_completions(self) -> None:
-        inprogress = self._inprogress
-        finished = [request for request in self._handed if request not in inprogress]
-        if not finished:
-            return
-        now = time.time()
-        completions = self._completions
-        for request in finished:
-            completion = self.completer.completion(request, self._handed.pop(request), now)
-            completions.setdefault(completion.shard, []).append(completion)
-        self._poke()
+        if self.inhand.collect():
+            self.pump.poke()
 
     def _poke(self) -> None:
-        if self._wake is not None:
-            self._wake.set()
+        self.pump.poke()
 
     def _wake_engine(self) -> None:
-        if self._nextcall is not None and not self._closing:
+        if self._nextcall is not None and not self.pump.closing:
             self._nextcall.schedule()
-
-    # -- the pump ------------------------------------------------------------------------
-
-    async def _pump(self) -> None:
-        assert self._wake is not None
-        backoff = 0.5
-        loop = asyncio.get_running_loop()
-        while not self._closing:
-            self._wake.clear()
-            try:
-                await self._cycle()
-            except REDIS_DOWN as exc:
-                self.stats.inc_value("frontier/redis_errors")
-                logger.warning("Frontier Redis unreachable (%s); retrying in %.1f s", exc, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, _MAX_BACKOFF)
-                continue
-            except RedisError:
-                self.stats.inc_value("frontier/redis_errors")
-                logger.exception("Frontier Redis error; retrying in %.1f s", backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, _MAX_BACKOFF)
-                continue
-            backoff = 0.5
-            if self._wake.is_set() or self._closing:
-                continue
-            # Always a timer, 1 ms at least: a host that is ready "now" by the
-            # claim's clock but was not claimable yet is looked at again at
-            # once, without spinning and without waiting for a poke.
-            self._timer = loop.call_later(max(self._sleep_time(), 0.001), self._wake.set)
-            await self._wake.wait()
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-
-    def _sleep_time(self) -> float:
-        """Seconds the pump may sleep if nothing happens meanwhile."""
-        if self.intake.enqueues or self._completions:
-            return 0.0
-        now = time.time()
-        renew_in = self._last_renew + self.config.lease_timeout / 3 - now
-        if self._capacity() <= 0:
-            return max(renew_in, 0.0)
-        wake = min(self.config.idle_poll, renew_in)
-        if self.pacer.next_ready_at > 0:
-            wake = min(wake, self.pacer.next_ready_at - now)
-        if self.pacer.due_now > 0:
-            return 0.0
-        if self.pacer.next_due_ms < NEVER_MS:
-            # The next revisit, in real seconds (the crawl clock may run faster).
-            wake = min(wake, self.clock.to_real_delay(self.pacer.next_due_ms / 1000.0 - self.clock.now()))
-        return max(wake, 0.0)
-
-    def _capacity(self) -> int:
-        return self.config.concurrency - len(self._handed) - len(self._buffer)
-
-    async def _check_draining(self, now: float) -> None:
-        self._drain_checked = now
-        client = await self.provider.client()
-        if await client.exists(self.keys.crawl_key("draining")):
-            self.draining = True
-            logger.warning("Frontier %r is draining (scrapy frontier drain): finishing the requests in hand, "
-                           "claiming nothing new", self.config.crawl_id)
-            self.stats.set_value("frontier/drained", True)
-            releases: dict[int, list[bytes]] = {}
-            for _, handout in self._buffer:
-                releases.setdefault(handout.lease.shard, []).append(handout.lease.member)
-            self._buffer.clear()
-            for shard, members in releases.items():
-                result = await self.frontiers[shard].step(releases=members, now_ms=int(now * 1000))
-                self.stats.inc_value("frontier/released", result.released)
-
-    async def _cycle(self) -> None:
-        assert self.frontiers and self.codec is not None
-        now = time.time()
-        if not self.draining and now - self._drain_checked >= self.config.idle_poll:
-            await self._check_draining(now)
-        self._collect_completions()
-        enqueues, touches = self.intake.take()
-        await self.intake.resolve_groups(enqueues)
-        completions, self._completions = self._completions, {}
-        now = time.time()
-        renew: dict[int, list[bytes]] = {}
-        if now - self._last_renew >= self.config.lease_timeout / 3:
-            for handout in [*self._handed.values(), *(h for _, h in self._buffer)]:
-                renew.setdefault(handout.lease.shard, []).append(handout.lease.member)
-            self._last_renew = now
-        capacity = 0 if self.draining else self._capacity()
-        crawl_now_ms = int(self.clock.now() * 1000)
-        drain_at = None
-        if capacity > 0 and (crawl_now_ms >= self.pacer.next_due_ms or now - self._last_drain >= self.drain_interval):
-            drain_at = crawl_now_ms
-            self._last_drain = now
-        claims = self.pacer.claims(capacity, now, enqueues)
-        shards = set(enqueues) | set(completions) | set(touches) | set(renew) | set(claims)
-        if drain_at is not None:
-            shards = set(range(self.router.count))
-        now_ms = int(now * 1000)
-
-        async def step(shard: int) -> StepResult:
-            return await self.frontiers[shard].step(
-                enqueues=enqueues.get(shard),
-                completions=completions.get(shard),
-                renew=renew.get(shard),
-                claim=claims.get(shard),
-                now_ms=now_ms,
-                drain_at_ms=drain_at,
-                touches=touches.get(shard),
-                crawl_now_ms=crawl_now_ms,
-            )
-
-        self._step_running = True
-        try:
-            if len(shards) == 1:
-                (only,) = shards
-                outcomes: list[StepResult | BaseException] = [await self._guard(step(only))]
-            else:
-                outcomes = list(await asyncio.gather(*(step(shard) for shard in shards), return_exceptions=True))
-        finally:
-            self._step_running = False
-        failure: BaseException | None = None
-        for shard, outcome in zip(shards, outcomes):
-            if isinstance(outcome, BaseException):
-                # Nothing is dropped: the shard's batches go back in front of what came since.
-                self.intake.put_back(shard, enqueues, touches)
-                _requeue(completions, self._completions, shard)
-                failure = failure or outcome
-                continue
-            self._absorb(shard, outcome, now)
-        self.stats.inc_value("frontier/round_trips", len(shards))
-        if self._buffer or not self.has_pending_requests():
-            # New requests to hand out, or the crawl may be over: the engine looks.
-            self._wake_engine()
-        if failure is not None:
-            raise failure
-
-    @staticmethod
-    async def _guard(step: Coroutine[Any, Any, StepResult]) -> StepResult | BaseException:
-        try:
-            return await step
-        except Exception as exc:
-            return exc
-
-    def _absorb(self, shard: int, result: StepResult, now: float) -> None:
-        """Take in one shard's step result: counts, timings, claimed requests."""
-        assert self.codec is not None
-        count_step(self.stats, result)
-        if result.drain is not None:
-            self.pacer.heard_drain(shard, result.drain)
-        claim = result.claim
-        if claim is None:
-            return
-        self.pacer.heard_claim(shard, claim, now)
-        for lease, blob in claim.claimed:
-            try:
-                request = self.codec.decode(blob)
-                if lease.robots:
-                    # The host's robots.txt first; the page stays queued.
-                    request = robots_lease_request(request.url)
-            except CodecError as exc:
-                self.stats.inc_value("frontier/dropped/undecodable")
-                logger.error("Frontier dropped stored request %d of %s: %s", lease.request_id, lease.host, exc)
-                now_ms = int(time.time() * 1000)
-                # A robots.txt lease cannot say which origin: the host's queued requests become dead letters.
-                action = LeaseAction.DEAD if lease.robots else LeaseAction.DONE
-                self._completions.setdefault(shard, []).append(
-                    Completion(lease.member, 0, now_ms, action=action, error="CodecError", message=str(exc),
-                               shard=shard))
-                continue
-            handout = Handout(lease)
-            request.meta[LEASE_META] = handout
-            self._buffer.append((request, handout))
 
     # -- introspection -------------------------------------------------------------------
 
