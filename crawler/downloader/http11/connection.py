@@ -1,73 +1,30 @@
-"""A lean HTTP/1.1 client: one request at a time per connection, kept alive.
+"""One HTTP/1.1 connection of the lean client: an asyncio protocol that reads one answer at a time.
 
-The crawl path fetches millions of small pages one at a time per host; a
-general-purpose client (aiohttp) spends ~0.45 ms of CPU per fetch on this
-machine in layers a crawler does not use (cookie jars, URL objects, payload
-writers, stream readers). This module is the mechanism only: it speaks
-HTTP/1.1 over asyncio transports (plain or TLS) and keeps idle connections
-per origin. Scrapy's glue (signals, size limits, errors, responses) is in
-:mod:`crawler.downloader.handler`; timeouts are the caller's
-(``asyncio.timeout`` around a whole exchange).
-
-What it reads:
-
-* a status line ``HTTP/1.x NNN reason`` and header lines, CRLF or bare LF;
-  interim ``1xx`` answers are skipped; obsolete line folding is unfolded;
-* bodies framed by ``Transfer-Encoding: chunked`` (trailers read and
-  dropped), by ``Content-Length`` (several differing values are an error), or
-  by the end of the connection; none after ``HEAD``, ``204`` and ``304``. An
-  answer with both ``Transfer-Encoding`` and ``Content-Length`` is framed by
-  the former and its connection closed after it (RFC 9112 6.3); transfer
-  codings other than ``chunked`` (``gzip, chunked``) are the caller's to
-  decode (:func:`transfer_codings`).
-
-Connections are opened with Happy Eyeballs (RFC 8305, ``aiohappyeyeballs``,
-as aiohttp does): the addresses of a name are tried in turn, each after
-:data:`HAPPY_EYEBALLS_DELAY` without waiting for the previous one to fail, so
-an address that swallows connection attempts (a black-holed IPv6 route) does
-not spend the whole connect timeout.
-
-Every answer is hostile until checked; each violation is a
-:class:`ProtocolError` with a short reason, and the connection is dropped:
-
-* a response head over :data:`MAX_HEAD_BYTES` or :data:`MAX_HEADER_LINES`;
-* a chunk-size line over :data:`MAX_CHUNK_LINE` or not hexadecimal, more
-  than :data:`MAX_CHUNKS` chunks, more than :data:`MAX_INTERIM` 1xx answers;
-* bytes arriving while no request is outstanding;
-* a body over the exchange's limit (:class:`BodyTooLarge`, counted by size).
-
-A connection closed before the answer is complete raises
-:class:`ConnectionClosed`, which says whether any byte of the answer had
-arrived (a reused keep-alive connection the server had closed can be retried
-safely only if none had) and carries the part of the body received.
+Its parser enforces the limits of :mod:`crawler.downloader.http11.message`;
+every violation fails the exchange with a :class:`ProtocolError` and drops
+the connection.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-import socket
-import time
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import aiohappyeyeballs
-
-if TYPE_CHECKING:
-    import ssl
-
-#: Largest response head (status line and headers) accepted.
-MAX_HEAD_BYTES = 64 * 1024
-#: Most header lines accepted in one response head (trailers included).
-MAX_HEADER_LINES = 256
-#: Longest chunk-size line (size and extensions) accepted.
-MAX_CHUNK_LINE = 4096
-#: Most chunks in one body (a body of one-byte chunks costs a parse per byte).
-MAX_CHUNKS = 100_000
-#: Most interim (1xx) answers before the final one.
-MAX_INTERIM = 10
+from crawler.downloader.http11.message import (
+    MAX_CHUNK_LINE,
+    MAX_CHUNKS,
+    MAX_HEAD_BYTES,
+    MAX_HEADER_LINES,
+    MAX_INTERIM,
+    BodyTooLarge,
+    ConnectionClosed,
+    FetchError,
+    ProtocolError,
+    ResponseHead,
+    header_pairs,
+)
 
 _STATUS_LINE = re.compile(rb"HTTP/(\d)\.(\d) +(\d{3})(?:[ \t].*)?", re.DOTALL)
 _HEX = re.compile(rb"[0-9A-Fa-f]{1,15}")
@@ -80,64 +37,6 @@ _NONE, _LENGTH, _CHUNKED, _EOF = 0, 1, 2, 3
 
 #: Called with each piece of body as it arrives; returns True to stop reading.
 ChunkHook = Callable[[bytes], bool]
-
-
-class FetchError(Exception):
-    """An HTTP exchange that could not complete."""
-
-
-class ProtocolError(FetchError):
-    """The server's answer is not HTTP/1.x as this client reads it."""
-
-
-class BodyTooLarge(FetchError):
-    def __init__(self, size: int, limit: int) -> None:
-        super().__init__(f"body over {limit} bytes ({size} received)")
-        self.size = size
-        self.limit = limit
-
-
-class ConnectionClosed(FetchError):
-    def __init__(self, message: str, *, started: bool, partial: bytes = b"") -> None:
-        super().__init__(message)
-        #: Whether any byte of the answer had arrived.
-        self.started = started
-        #: The part of the body received (decoded from chunks).
-        self.partial = partial
-
-
-@dataclass(slots=True)
-class ResponseHead:
-    status: int
-    #: ``b"HTTP/1.1"`` or ``b"HTTP/1.0"``.
-    version: bytes
-    #: Header (name, value) pairs as received, values stripped.
-    headers: list[tuple[bytes, bytes]]
-    #: The declared Content-Length (of the body not sent, after HEAD, 204 or 304).
-    content_length: int | None
-
-
-def request_head(method: str, target: str, host: str, headers: list[tuple[bytes, bytes]], body: bytes) -> bytes:
-    """The bytes of a request head; ``Host`` and ``Content-Length`` added unless given."""
-    lines = [f"{method} {target} HTTP/1.1\r\n".encode("latin-1")]
-    has_host = has_length = False
-    for name, value in headers:
-        if b"\r" in value or b"\n" in value or b"\r" in name or b"\n" in name:
-            raise ValueError(f"line break in the request header {name!r}")
-        lowered = name.lower()
-        if lowered == b"host":
-            has_host = True
-        elif lowered == b"content-length":
-            has_length = True
-        lines.append(name + b": " + value + b"\r\n")
-    if not has_host:
-        lines.insert(1, b"Host: " + host.encode("ascii") + b"\r\n")
-    if not has_length and (body or method in ("POST", "PUT", "PATCH")):
-        lines.append(b"Content-Length: %d\r\n" % len(body))
-    lines.append(b"\r\n")
-    if body:
-        lines.append(body)
-    return b"".join(lines)
 
 
 class HttpConnection(asyncio.Protocol):
@@ -332,7 +231,7 @@ class HttpConnection(asyncio.Protocol):
             if self._interim > MAX_INTERIM:
                 raise ProtocolError(f"more than {MAX_INTERIM} interim (1xx) answers")
             return True  # an interim answer: the final one follows
-        headers = _header_pairs(lines)
+        headers = header_pairs(lines)
         version = b"HTTP/" + match.group(1) + b"." + match.group(2)
         self._frame(status, version, headers)
         return True
@@ -497,149 +396,3 @@ class HttpConnection(asyncio.Protocol):
                 body.set_exception(error)
         elif self._body is None:
             self._error = error
-
-
-def _header_pairs(lines: list[bytes]) -> list[tuple[bytes, bytes]]:
-    headers: list[tuple[bytes, bytes]] = []
-    for index in range(1, len(lines)):
-        line = lines[index]
-        if not line:
-            continue
-        if line[0] in (32, 9):  # obsolete line folding: continues the previous value
-            if headers:
-                name, value = headers[-1]
-                headers[-1] = (name, value + b" " + line.strip())
-            continue
-        name, colon, value = line.partition(b":")
-        if not colon or not name or name[-1] in (32, 9):
-            raise ProtocolError(f"invalid header line {line[:80]!r}")
-        headers.append((name, value.strip()))
-    return headers
-
-
-Key = tuple[str, str, int]
-
-
-class ConnectionPool:
-    """Idle keep-alive connections by (scheme, host, port), bounded, least recently used out.
-
-    A connection idle longer than ``idle_timeout`` is closed when the pool is
-    next used; at most ``max_idle`` wait in all; one the server closes
-    leaves the pool by itself.
-    """
-
-    def __init__(self, max_idle: int, idle_timeout: float) -> None:
-        self.max_idle = max_idle
-        self.idle_timeout = idle_timeout
-        self._idle: dict[Key, list[HttpConnection]] = {}
-        self._order: OrderedDict[HttpConnection, None] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._order)
-
-    def acquire(self, key: Key) -> HttpConnection | None:
-        self._expire(time.monotonic())
-        connections = self._idle.get(key)
-        while connections:
-            connection = connections.pop()
-            del self._order[connection]
-            if not connections:
-                del self._idle[key]
-            connection.on_lost = None
-            if connection.reusable:
-                return connection
-            connection.abort()
-            connections = self._idle.get(key)
-        return None
-
-    def release(self, connection: HttpConnection) -> None:
-        """Keep ``connection`` for its origin's next request, or close it."""
-        if not connection.reusable or self.max_idle <= 0:
-            connection.abort()
-            return
-        now = time.monotonic()
-        connection.idle_since = now
-        connection.on_lost = self._lost
-        self._idle.setdefault(connection.key, []).append(connection)
-        self._order[connection] = None
-        while len(self._order) > self.max_idle:
-            self._evict(next(iter(self._order)))
-        self._expire(now)
-
-    def close(self) -> None:
-        for connection in list(self._order):
-            self._evict(connection)
-
-    def _expire(self, now: float) -> None:
-        order = self._order
-        while order:
-            oldest = next(iter(order))
-            if now - oldest.idle_since < self.idle_timeout:
-                return
-            self._evict(oldest)
-
-    def _evict(self, connection: HttpConnection) -> None:
-        self._discard(connection)
-        connection.on_lost = None
-        connection.abort()
-
-    def _lost(self, connection: HttpConnection) -> None:
-        self._discard(connection)
-
-    def _discard(self, connection: HttpConnection) -> None:
-        if self._order.pop(connection, 0) is None:
-            connections = self._idle.get(connection.key)
-            if connections is not None:
-                connections.remove(connection)
-                if not connections:
-                    del self._idle[connection.key]
-
-
-#: Seconds before the next address is tried while the previous attempt is still pending (RFC 8305: 250 ms).
-HAPPY_EYEBALLS_DELAY = 0.25
-
-
-def _address_info(address: str, port: int) -> tuple[Any, ...]:
-    if ":" in address:
-        return (socket.AF_INET6, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, port, 0, 0))
-    return (socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, port))
-
-
-async def connect(
-    key: Key,
-    addresses: list[str],
-    *,
-    ssl_context: ssl.SSLContext | None,
-    server_hostname: str | None,
-    local_addr: tuple[str, int] | None,
-) -> HttpConnection:
-    """A new connection to the first of ``addresses`` that answers (Happy Eyeballs), TLS on top if asked.
-
-    Raises ``OSError`` when no address answers, ``ssl.SSLError`` when the TLS
-    handshake fails (a certificate that does not verify, say).
-    """
-    loop = asyncio.get_running_loop()
-    sock = await aiohappyeyeballs.start_connection(
-        [_address_info(address, key[2]) for address in addresses],
-        local_addr_infos=[_address_info(*local_addr)] if local_addr else None,
-        happy_eyeballs_delay=HAPPY_EYEBALLS_DELAY,
-        interleave=1,
-    )
-    try:
-        _, protocol = await loop.create_connection(
-            lambda: HttpConnection(key), sock=sock,
-            ssl=ssl_context, server_hostname=server_hostname if ssl_context is not None else None,
-        )
-    except BaseException:
-        sock.close()
-        raise
-    return protocol
-
-
-def transfer_codings(headers: list[tuple[bytes, bytes]]) -> list[bytes]:
-    """The transfer codings applied to a body besides ``chunked`` (and ``identity``), in the order applied."""
-    codings: list[bytes] = []
-    for name, value in headers:
-        if len(name) == 17 and name.lower() == b"transfer-encoding":
-            codings += (part.strip().lower() for part in value.split(b","))
-    return [coding for coding in codings if coding and coding not in (b"chunked", b"identity")]
