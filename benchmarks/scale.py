@@ -64,7 +64,7 @@ from crawler.frontier.codec import RequestCodec  # noqa: E402
 from crawler.frontier.config import FrontierConfig  # noqa: E402
 from crawler.frontier.keys import FrontierKeys  # noqa: E402
 from crawler.frontier.seen import SeenConfig  # noqa: E402
-from crawler.frontier.store import Completion, RedisFrontier  # noqa: E402
+from crawler.frontier.store import Completion, RedisFrontier, Step  # noqa: E402
 from crawler.urls import url_fingerprint  # noqa: E402
 from support.mockweb import WebSpec, host_ip  # noqa: E402
 
@@ -170,7 +170,7 @@ async def claim_ack(
     started = time.perf_counter()
     while time.perf_counter() - started < seconds and operations < 2 * limit:
         now_ms = int(time.time() * 1000)
-        result = await frontier.step(completions=completions, claim=CLAIM, now_ms=now_ms)
+        result = await frontier.step(Step(completions=completions, claim=CLAIM, now_ms=now_ms))
         operations += result.acked
         assert result.claim is not None
         claimed = result.claim.claimed

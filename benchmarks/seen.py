@@ -40,7 +40,7 @@ from crawler.frontier.codec import RequestCodec  # noqa: E402
 from crawler.frontier.config import FrontierConfig  # noqa: E402
 from crawler.frontier.keys import FrontierKeys  # noqa: E402
 from crawler.frontier.seen import SeenConfig  # noqa: E402
-from crawler.frontier.store import EnqueueEntry, RedisFrontier, StepResult  # noqa: E402
+from crawler.frontier.store import EnqueueEntry, RedisFrontier, Step, StepResult  # noqa: E402
 from crawler.urls import url_fingerprint  # noqa: E402
 from crawler.urls.domains import RegisteredDomains  # noqa: E402
 from crawler.urls.filters import Dropped, FilterConfig, UrlFilter  # noqa: E402
@@ -136,7 +136,7 @@ async def throughput(
             result = await in_flight
             added += result.added
             duplicates += result.duplicates
-        in_flight = await frontier.begin_step(enqueues=entries, now_ms=0)
+        in_flight = await frontier.begin_step(Step(enqueues=entries, now_ms=0))
     if in_flight is not None:
         result = await in_flight
         added += result.added

@@ -23,7 +23,7 @@ from crawler.frontier.keys import FrontierKeys
 from crawler.frontier.outcome import HostSignal, LeaseAction
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.shards import ShardRouter
-from crawler.frontier.store import DONT_FILTER, EXACT_ONLY, Completion, EnqueueEntry, Lease, RedisFrontier
+from crawler.frontier.store import DONT_FILTER, EXACT_ONLY, Completion, EnqueueEntry, Lease, RedisFrontier, Step
 from crawler.policy.backoff import BackoffPolicy
 from crawler.policy.politeness import PolitenessKey
 from crawler.urls import bloom_positions, exact_key, normalize_url, url_fingerprint
@@ -360,7 +360,7 @@ def test_requeue_returns_the_url_with_its_new_request_not_before_the_given_time(
         lease = await _one(f, T0)
         done = Completion(lease.member, T0 + 10, T0, action=LeaseAction.REQUEUE, not_before_ms=T0 + 5000,
                           blob=b"retry-1", host_signal=HostSignal.NEUTRAL)
-        result = await f.step(completions=[done], now_ms=T0)
+        result = await f.step(Step(completions=[done], now_ms=T0))
         assert (result.acked, result.requeued) == (1, 1)
         f = await h.reopen()
         assert (await f.counts()).queued == 1
@@ -378,7 +378,7 @@ def test_dead_letters_are_kept_listed_and_revived(run: Callable[..., None]) -> N
         lease = await _one(f, T0)
         done = Completion(lease.member, T0, T0, action=LeaseAction.DEAD, error="DownloadTimeoutError",
                           message="took\tlonger\nthan 30 s")
-        assert (await f.step(completions=[done], now_ms=T0)).dead == 1
+        assert (await f.step(Step(completions=[done], now_ms=T0))).dead == 1
         f = await h.reopen()
         letters = await f.dead_letters()
         assert len(letters) == 1
@@ -427,7 +427,7 @@ def test_failing_host_is_parked_after_consecutive_failures_and_reset_by_success(
         rests = []
         for signal in (HostSignal.FAILED, HostSignal.FAILED, HostSignal.FAILED, HostSignal.OK, HostSignal.FAILED):
             lease = await _one(f, now)
-            result = await f.step(completions=[Completion(lease.member, now, now, host_signal=signal)], now_ms=now)
+            result = await f.step(Step(completions=[Completion(lease.member, now, now, host_signal=signal)], now_ms=now))
             ready = (await f.claim(now, 0)).next_ready_ms
             assert ready is not None
             rests.append((ready - now, result.parked))
@@ -454,13 +454,13 @@ def test_bloom_false_positive_never_loses_a_url(run: Callable[..., None]) -> Non
         # Set the victim's Bloom bits as if another URL had set them.
         for position in struct.unpack(f"<{SEEN.bloom_hashes}I", victim.bloom_positions):
             await h.client.setbit(f.keys.bloom, position, 1)
-        result = await f.step(enqueues=[victim], now_ms=T0)
+        result = await f.step(Step(enqueues=[victim], now_ms=T0))
         assert (result.added, result.duplicates, result.bloom_false_positives) == (1, 0, 1)
         f = await h.reopen()
-        assert (await f.step(enqueues=[entry("http://a.test/never-seen")], now_ms=T0)).duplicates == 1
+        assert (await f.step(Step(enqueues=[entry("http://a.test/never-seen")], now_ms=T0))).duplicates == 1
         # An exact-only check skips the filter and still finds it.
-        assert (await f.step(enqueues=[entry("http://a.test/never-seen", exact_only=True)], now_ms=T0)).duplicates == 1
-        assert (await f.step(enqueues=[entry("http://a.test/other", exact_only=True)], now_ms=T0)).added == 1
+        assert (await f.step(Step(enqueues=[entry("http://a.test/never-seen", exact_only=True)], now_ms=T0))).duplicates == 1
+        assert (await f.step(Step(enqueues=[entry("http://a.test/other", exact_only=True)], now_ms=T0))).added == 1
 
     run(body)
 
@@ -531,14 +531,14 @@ def test_host_and_domain_page_budgets_hold(run: Callable[..., None]) -> None:
     async def body(h: Harness) -> None:
         f = h.frontier
         assert f is not None
-        result = await f.step(enqueues=[entry(f"http://a.farm.test/{i}") for i in range(5)], now_ms=T0)
+        result = await f.step(Step(enqueues=[entry(f"http://a.farm.test/{i}") for i in range(5)], now_ms=T0))
         assert (result.added, result.over_host_budget) == (3, 2)
         f = await h.reopen()
-        result = await f.step(enqueues=[entry(f"http://{n}.farm.test/") for n in "bcdef"], now_ms=T0)
+        result = await f.step(Step(enqueues=[entry(f"http://{n}.farm.test/") for n in "bcdef"], now_ms=T0))
         # farm.test already holds 3 of its 5: two more hosts fit.
         assert (result.added, result.over_domain_budget) == (2, 3)
         # A URL over budget is not recorded as seen: it is dropped again, not a duplicate.
-        result = await f.step(enqueues=[entry("http://a.farm.test/4")], now_ms=T0)
+        result = await f.step(Step(enqueues=[entry("http://a.farm.test/4")], now_ms=T0))
         assert (result.over_host_budget, result.duplicates) == (1, 0)
 
     run(body, host_page_budget=3, domain_page_budget=5)
@@ -570,25 +570,25 @@ def test_due_set_schedule_drain_and_touch(run: Callable[..., None]) -> None:
         assert record.next_visit == T0 // 1000
         f = await h.reopen()
         # Nothing due before T0.
-        result = await f.step(drain_at_ms=T0 - 1)
+        result = await f.step(Step(drain_at_ms=T0 - 1))
         assert result.drain is not None
         assert (result.drain.moved, result.drain.due_now, result.drain.next_due_ms, result.drain.scheduled) == (
             0, 0, T0, 5)
         # Two due at T0 + 1 min, drained in batches of one (FRONTIER's due_batch is set to 1).
-        result = await f.step(drain_at_ms=T0 + 60_000)
+        result = await f.step(Step(drain_at_ms=T0 + 60_000))
         assert result.drain is not None and (result.drain.moved, result.drain.due_now) == (1, 1)
-        result = await f.step(drain_at_ms=T0 + 60_000)
+        result = await f.step(Step(drain_at_ms=T0 + 60_000))
         assert result.drain is not None and (result.drain.moved, result.drain.due_now) == (1, 0)
         assert result.drain.next_due_ms == T0 + 120_000
         claimed = await drain(f, T0)
         assert sorted(blob for _, blob in claimed) == [urls[0].encode(), urls[1].encode()]
         # A sitemap says /4 changed after its last fetch (it has no record: any lastmod is
         # newer): due now. A URL that is not in the due set is never touched.
-        result = await f.step(touches=[Touch(due_member(urls[4]), "a.test", T0 // 1000),
+        result = await f.step(Step(touches=[Touch(due_member(urls[4]), "a.test", T0 // 1000),
                                        Touch(due_member("http://a.test/none"), "a.test", T0 // 1000)],
-                              crawl_now_ms=T0 + 1000)
+                              crawl_now_ms=T0 + 1000))
         assert result.touched == 1
-        result = await f.step(drain_at_ms=T0 + 1000)
+        result = await f.step(Step(drain_at_ms=T0 + 1000))
         assert result.drain is not None and result.drain.moved == 1
         assert [blob for _, blob in await drain(f, T0 + 1000)] == [urls[4].encode()]
         await schedule.close()
@@ -611,9 +611,9 @@ def test_touch_respects_the_last_fetch(run: Callable[..., None]) -> None:
         schedule = DueSchedule(h.client, ShardRouter(h.config.crawl_id))
         await schedule.open()
         await schedule.schedule([Revisit(due_member(url), T0 + 86_400_000, 1, "b.test", b"x", url_field(url))])
-        older = await f.step(touches=[Touch(due_member(url), "b.test", fetched - 10)], crawl_now_ms=T0 + 5000)
+        older = await f.step(Step(touches=[Touch(due_member(url), "b.test", fetched - 10)], crawl_now_ms=T0 + 5000))
         assert older.touched == 0
-        newer = await f.step(touches=[Touch(due_member(url), "b.test", fetched + 10)], crawl_now_ms=T0 + 5000)
+        newer = await f.step(Step(touches=[Touch(due_member(url), "b.test", fetched + 10)], crawl_now_ms=T0 + 5000))
         assert newer.touched == 1
         assert await h.client.zscore(keys.due, due_member(url)) == T0 + 5000
         await schedule.close()
@@ -735,11 +735,11 @@ def test_a_host_that_must_wait_long_sleeps_and_wakes_with_its_queue(run: Callabl
         lease_a = next(lease for lease, _ in claim.claimed if lease.host == "a.test")
         lease_b = next(lease for lease, _ in claim.claimed if lease.host == "b.test")
         # a.test: Retry-After of 10 minutes (a requeue not before then); b.test: a short delay.
-        await f.step(completions=[
+        await f.step(Step(completions=[
             Completion(lease_a.member, T0 + 1000, T0, action=LeaseAction.REQUEUE, not_before_ms=T0 + 600_000,
                        host_signal=HostSignal.THROTTLED),
             Completion(lease_b.member, T0 + 29_000, T0),
-        ], now_ms=T0)
+        ], now_ms=T0))
         counts = await f.counts()
         assert (counts.active_hosts, counts.sleeping, counts.awake_hosts, counts.ready_hosts) == (2, 1, 1, 1)
         assert counts.queued == 5
@@ -760,8 +760,8 @@ def test_a_silent_host_is_parked_at_once_and_a_success_unparks_it(run: Callable[
         f = RedisFrontier(h.frontier.client, h.frontier.keys, h.config, BACKOFF, SEEN)  # type: ignore[union-attr]
         await f.enqueue([entry(f"http://a.test/{i}") for i in range(3)])
         lease = await _one(f, T0)
-        result = await f.step(completions=[Completion(lease.member, T0 + 100, T0, host_signal=HostSignal.SILENT)],
-                              now_ms=T0)
+        result = await f.step(Step(completions=[Completion(lease.member, T0 + 100, T0, host_signal=HostSignal.SILENT)],
+                              now_ms=T0))
         assert result.parked == 1
         counts = await f.counts()
         assert counts.parked == 1
@@ -833,8 +833,8 @@ def test_a_robots_lease_given_up_on_dead_letters_the_hosts_queue(run: Callable[.
         claim = await f.claim(T0, 5)
         lease = next(lease for lease, _ in claim.claimed if lease.host == "a.test")
         assert lease.robots
-        result = await f.step(completions=[Completion(lease.member, T0 + 100, T0, action=LeaseAction.DEAD,
-                                                      error="robots_unreachable", message="5 times")], now_ms=T0)
+        result = await f.step(Step(completions=[Completion(lease.member, T0 + 100, T0, action=LeaseAction.DEAD,
+                                                      error="robots_unreachable", message="5 times")], now_ms=T0))
         assert result.dead == 2
         dead = await f.dead_letters()
         assert sorted((d.host, d.error, d.blob) for d in dead) == [

@@ -30,7 +30,7 @@ from crawler.exceptions import CodecError
 from crawler.frontier.outcome import Handout, LeaseAction
 from crawler.frontier.pacing import NEVER_MS
 from crawler.frontier.stepstats import count_step
-from crawler.frontier.store import Completion, StepResult
+from crawler.frontier.store import Completion, Step, StepResult
 from crawler.middlewares.robots import robots_lease_request
 from crawler.redisconn.outage import REDIS_DOWN
 from crawler.requestmeta import LEASE_META
@@ -180,7 +180,7 @@ class Pump:
             )
             self.stats.set_value("frontier/drained", True)
             for shard, members in self.inhand.release_buffered().items():
-                result = await self.frontiers[shard].step(releases=members, now_ms=int(now * 1000))
+                result = await self.frontiers[shard].step(Step(releases=members, now_ms=int(now * 1000)))
                 self.stats.inc_value("frontier/released", result.released)
 
     async def cycle(self) -> None:
@@ -210,7 +210,7 @@ class Pump:
         now_ms = int(now * 1000)
 
         async def step(shard: int) -> StepResult:
-            return await self.frontiers[shard].step(
+            return await self.frontiers[shard].step(Step(
                 enqueues=enqueues.get(shard),
                 completions=completions.get(shard),
                 renew=renew.get(shard),
@@ -219,7 +219,7 @@ class Pump:
                 drain_at_ms=drain_at,
                 touches=touches.get(shard),
                 crawl_now_ms=crawl_now_ms,
-            )
+            ))
 
         self.step_running = True
         try:
@@ -293,14 +293,14 @@ class Pump:
             shards = set(enqueues) | set(completions) | set(touches) | set(releases)
             try:
                 for shard in sorted(shards):
-                    result = await self.frontiers[shard].step(
+                    result = await self.frontiers[shard].step(Step(
                         enqueues=enqueues.get(shard),
                         completions=completions.get(shard),
                         releases=releases.get(shard),
                         now_ms=now_ms,
                         touches=touches.get(shard),
                         crawl_now_ms=crawl_now_ms,
-                    )
+                    ))
                     count_step(self.stats, result)
                     self.stats.inc_value("frontier/released", result.released)
                     for pending in (enqueues, completions, touches, releases):

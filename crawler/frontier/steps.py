@@ -1,8 +1,8 @@
 """What a frontier step sends and what it answers: plain data, no I/O.
 
 The enqueue entries, leases, completions and sitemap touches a worker sends
-to :meth:`crawler.frontier.store.RedisFrontier.step`, the results it reads
-back, and the counts of a shard (:func:`read_counts`).
+to :meth:`crawler.frontier.store.RedisFrontier.step` (together, a
+:class:`Step`), the results it reads back, and the counts of a shard (:func:`read_counts`).
 """
 
 from __future__ import annotations
@@ -112,7 +112,6 @@ class ClaimResult:
     woken: int = 0
 
 
-
 @dataclass(frozen=True)
 class StepResult:
     added: int = 0
@@ -147,6 +146,29 @@ class Touch(NamedTuple):
     member: str
     host: str
     lastmod: int
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What one step sends, applied in this order: enqueues, acks, releases, lease renewal, sitemap touches,
+    drain, claim.
+
+    ``claim`` is the number of URLs to claim (``None``: do not call the claim
+    script at all; ``0``: only expire leases, refill and report counts).
+    ``drain_at_ms`` (crawl clock) moves the revisits due by then into the
+    frontier before the claim (``None``: no drain); ``touches`` make
+    revisits due at ``crawl_now_ms`` (sitemap lastmods).
+    """
+
+    enqueues: list[EnqueueEntry] | None = None
+    completions: list[Completion] | None = None
+    releases: list[bytes] | None = None
+    renew: list[bytes] | None = None
+    claim: int | None = None
+    now_ms: int = 0
+    drain_at_ms: int | None = None
+    touches: list[Touch] | None = None
+    crawl_now_ms: int = 0
 
 
 @dataclass(frozen=True)

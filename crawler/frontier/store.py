@@ -39,6 +39,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError, ResponseError
 
+from crawler.frontier.commands import StepCommands
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.keys import FrontierKeys
 from crawler.frontier.seen import SeenConfig
@@ -53,15 +54,15 @@ from crawler.frontier.steps import (
     EnqueueEntry,
     FrontierCounts,
     Lease,
+    Step,
     StepResult,
     Touch,
     read_counts,
 )
 from crawler.policy.backoff import BackoffPolicy
 from crawler.redisconn.link import AnyRedis, KeyConnection, is_slot_error
-from crawler.redisconn.resp import command
 from crawler.schema import script_source
-from crawler.urls.fingerprint import POSITIONS, bloom_positions, exact_key
+from crawler.urls.fingerprint import bloom_positions, exact_key
 
 __all__ = [
     "DONT_FILTER",
@@ -75,6 +76,7 @@ __all__ = [
     "FrontierCounts",
     "Lease",
     "RedisFrontier",
+    "Step",
     "StepResult",
     "Touch",
     "load_script_source",
@@ -87,15 +89,6 @@ SCRIPT_NAMES = ("enqueue", "claim", "ack", "release", "revive", "drain", "touch"
 def load_script_source(name: str) -> str:
     """The source of one frontier script, with the shared helpers prepended."""
     return script_source("crawler.frontier", name)
-
-
-def _clean(text: str) -> str:
-    return " ".join(text.split())[:500]
-
-
-def _optional_ms(value: Any) -> int | None:
-    number = int(value)
-    return None if number < 0 else number
 
 
 class RedisFrontier:
@@ -113,19 +106,9 @@ class RedisFrontier:
         self.keys = keys
         self.config = config
         self.seen = seen or SeenConfig.sized(1_000_000, 0.01)
-        backoff = backoff or BackoffPolicy()
-        self._backoff_args = (
-            int(backoff.throttle_base * 1000),
-            int(backoff.throttle_max * 1000),
-            backoff.park_after,
-            int(backoff.park_base * 1000),
-            int(backoff.park_max * 1000),
-        )
         self._sources = {name: load_script_source(name) for name in SCRIPT_NAMES}
         self._shas = {name: hashlib.sha1(src.encode()).hexdigest() for name, src in self._sources.items()}
-        self._weights = list(config.queue_weights)
-        self._horizon_ms = int(config.sleep_horizon * 1000)
-        self._grouped = int(config.politeness_key.grouping > 0)
+        self._commands = StepCommands(keys, config, self.seen, backoff or BackoffPolicy(), self._shas)
         #: The connection steps are sent on (one step at a time; see begin_step):
         #: to the server, or the cluster node, that holds this shard's slot.
         self._link = KeyConnection(client, keys.leases)
@@ -147,7 +130,7 @@ class RedisFrontier:
     # -- single operations (each one round trip) -------------------------------------
 
     async def enqueue(self, entries: list[EnqueueEntry]) -> tuple[int, int]:
-        result = await self.step(enqueues=entries)
+        result = await self.step(Step(enqueues=entries))
         return result.added, result.duplicates
 
     def entry(
@@ -160,16 +143,16 @@ class RedisFrontier:
         return EnqueueEntry(key, positions, seen.exact_set(key), host, domain, level, flags, blob)
 
     async def claim(self, now_ms: int, max_claim: int) -> ClaimResult:
-        result = await self.step(claim=max_claim, now_ms=now_ms)
+        result = await self.step(Step(claim=max_claim, now_ms=now_ms))
         assert result.claim is not None
         return result.claim
 
     async def ack(self, completions: list[Completion]) -> tuple[int, int]:
-        result = await self.step(completions=completions)
+        result = await self.step(Step(completions=completions))
         return result.acked, result.stale
 
     async def release(self, members: list[bytes], now_ms: int) -> int:
-        result = await self.step(releases=members, now_ms=now_ms)
+        result = await self.step(Step(releases=members, now_ms=now_ms))
         return result.released
 
     async def set_host_delay(self, host: str, delay_ms: int | None) -> None:
@@ -181,54 +164,17 @@ class RedisFrontier:
 
     # -- one round trip for everything a worker has to say ---------------------------
 
-    async def step(
-        self,
-        *,
-        enqueues: list[EnqueueEntry] | None = None,
-        completions: list[Completion] | None = None,
-        releases: list[bytes] | None = None,
-        renew: list[bytes] | None = None,
-        claim: int | None = None,
-        now_ms: int = 0,
-        drain_at_ms: int | None = None,
-        touches: list[Touch] | None = None,
-        crawl_now_ms: int = 0,
-    ) -> StepResult:
-        """Apply, in order: enqueues, acks, releases, lease renewal, sitemap touches, drain, claim.
+    async def step(self, step: Step) -> StepResult:
+        """Apply ``step`` (:class:`Step` says in which order) in one round trip."""
+        return await (await self.begin_step(step))
 
-        ``claim`` is the number of URLs to claim (``None``: do not call the claim
-        script at all; ``0``: only expire leases, refill and report counts).
-        ``drain_at_ms`` (crawl clock) moves the revisits due by then into the
-        frontier before the claim (``None``: no drain); ``touches`` make
-        revisits due at ``crawl_now_ms`` (sitemap lastmods).
-        """
-        finish = await self.begin_step(
-            enqueues=enqueues, completions=completions, releases=releases, renew=renew, claim=claim, now_ms=now_ms,
-            drain_at_ms=drain_at_ms, touches=touches, crawl_now_ms=crawl_now_ms,
-        )
-        return await finish
-
-    async def begin_step(
-        self,
-        *,
-        enqueues: list[EnqueueEntry] | None = None,
-        completions: list[Completion] | None = None,
-        releases: list[bytes] | None = None,
-        renew: list[bytes] | None = None,
-        claim: int | None = None,
-        now_ms: int = 0,
-        drain_at_ms: int | None = None,
-        touches: list[Touch] | None = None,
-        crawl_now_ms: int = 0,
-    ) -> Coroutine[Any, Any, StepResult]:
+    async def begin_step(self, step: Step) -> Coroutine[Any, Any, StepResult]:
         """Send a step now; the returned coroutine reads and parses its replies.
 
         Lets a caller do other work while Redis runs the scripts. Steps share
         one connection: finish a step before beginning the next.
         """
-        commands, order = self._build(
-            enqueues, completions, releases, renew, claim, now_ms, drain_at_ms, touches, crawl_now_ms
-        )
+        commands, order = self._commands.build(step)
         if not order:
             return self._nothing()
         await self._write(commands)
@@ -247,121 +193,7 @@ class RedisFrontier:
             await self.load_scripts()
             await self._write(commands)
             replies = await self._read(len(commands))
-        return self._parse(order, replies)
-
-    def _build(
-        self,
-        enqueues: list[EnqueueEntry] | None,
-        completions: list[Completion] | None,
-        releases: list[bytes] | None,
-        renew: list[bytes] | None,
-        claim: int | None,
-        now_ms: int,
-        drain_at_ms: int | None = None,
-        touches: list[Touch] | None = None,
-        crawl_now_ms: int = 0,
-    ) -> tuple[list[bytes], list[str]]:
-        keys = self.keys
-        prefix = keys.prefix
-        order: list[str] = []
-        commands: list[bytes] = []
-        if enqueues:
-            batch = self.config.enqueue_batch
-            hashes = self.seen.bloom_hashes
-            unpack = POSITIONS[hashes].unpack
-            cells = self.config.inlink_cells
-            sketched = min(4, hashes) if cells else 0
-            grouping = self.config.politeness_key.grouping
-            head = (
-                b"EVALSHA", self._shas["enqueue"], 1, keys.bloom, prefix, hashes,
-                self.config.host_page_budget, self.config.domain_page_budget, sketched, grouping,
-            )
-            for start in range(0, len(enqueues), batch):
-                args: list[Any] = list(head)
-                for e in enqueues[start : start + batch]:
-                    offsets = unpack(e.bloom_positions)
-                    args += (e.exact_key, e.exact_set, e.host, e.domain, e.level, e.flags, e.blob)
-                    if grouping == 2:
-                        args.append(e.group or e.host)
-                    args += offsets
-                    if sketched:
-                        # The in-link sketch's cells (common.lua, inlink_cells).
-                        args += [f"#{offset % cells}" for offset in offsets[:sketched]]
-                commands.append(command(*args))
-                order.append("enqueue")
-        if completions:
-            args = [b"EVALSHA", self._shas["ack"], 1, keys.leases, prefix, now_ms, *self._backoff_args,
-                    self._horizon_ms, self._grouped]
-            for done in completions:
-                args += (
-                    done.member, done.next_allowed_ms, done.completed_ms, int(done.action), done.not_before_ms,
-                    done.blob, int(done.host_signal), f"{_clean(done.error)}\t{_clean(done.message)}",
-                    done.metadata_field,
-                )
-            commands.append(command(*args))
-            order.append("ack")
-        if releases:
-            commands.append(
-                command(b"EVALSHA", self._shas["release"], 1, keys.leases, prefix, now_ms, self._grouped, *releases)
-            )
-            order.append("release")
-        if renew:
-            until = now_ms + int(self.config.lease_timeout * 1000)
-            args = [b"ZADD", keys.leases, b"XX"]
-            for member in renew:
-                args += (until, member)
-            commands.append(command(*args))
-            order.append("renew")
-        if touches:
-            args = [b"EVALSHA", self._shas["touch"], 1, keys.due, prefix, crawl_now_ms]
-            for touch in touches:
-                args += touch
-            commands.append(command(*args))
-            order.append("touch")
-        if drain_at_ms is not None:
-            commands.append(
-                command(b"EVALSHA", self._shas["drain"], 1, keys.due, prefix, drain_at_ms, self.config.due_batch)
-            )
-            order.append("drain")
-        if claim is not None:
-            commands.append(
-                command(
-                    b"EVALSHA", self._shas["claim"], 1, keys.leases, prefix, now_ms, claim,
-                    now_ms + int(self.config.lease_timeout * 1000), self.config.active_hosts,
-                    self.config.refill_batch, 1000, self._horizon_ms, int(self.config.robots_first), self._grouped,
-                    *self._weights,
-                )
-            )
-            order.append("claim")
-        return commands, order
-
-    def _parse(self, order: list[str], replies: list[Any]) -> StepResult:
-        added = duplicates = acked = stale = released = requeued = dead = parked = 0
-        over_host = over_domain = false_positives = 0
-        claim_result = None
-        drain_result = None
-        touched = 0
-        for kind, reply in zip(order, replies):
-            if kind == "enqueue":
-                added += int(reply[0])
-                duplicates += int(reply[1])
-                over_host += int(reply[2])
-                over_domain += int(reply[3])
-                false_positives += int(reply[4])
-            elif kind == "ack":
-                acked, stale, requeued, dead, parked = (int(x) for x in reply)
-            elif kind == "release":
-                released = int(reply)
-            elif kind == "claim":
-                claim_result = self._parse_claim(reply, self.keys.shard)
-            elif kind == "drain":
-                drain_result = DrainResult(int(reply[0]), int(reply[1]), _optional_ms(reply[2]), int(reply[3]))
-            elif kind == "touch":
-                touched = int(reply)
-        return StepResult(
-            added, duplicates, over_host, over_domain, false_positives, acked, stale, released, claim_result,
-            requeued, dead, parked, drain_result, touched,
-        )
+        return self._commands.parse(order, replies)
 
     async def _write(self, commands: list[bytes]) -> None:
         connection = await self._link.get()
@@ -395,23 +227,6 @@ class RedisFrontier:
     async def close(self) -> None:
         """Give the steps' connection back."""
         await self._link.release()
-
-    @staticmethod
-    def _parse_claim(reply: list[Any], shard: int = 0) -> ClaimResult:
-        flat = reply[0]
-        claimed = [(Lease.from_member(flat[i], shard), flat[i + 1]) for i in range(0, len(flat), 2)]
-        return ClaimResult(
-            claimed=claimed,
-            expired=int(reply[1]),
-            moved=int(reply[2]),
-            next_ready_ms=_optional_ms(reply[3]),
-            next_expiry_ms=_optional_ms(reply[4]),
-            queued=int(reply[5]),
-            leased=int(reply[6]),
-            missing=int(reply[7]),
-            opened=int(reply[8]),
-            woken=int(reply[9]),
-        )
 
     # -- dead letters ----------------------------------------------------------------
 

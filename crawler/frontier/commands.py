@@ -1,0 +1,182 @@
+"""The Redis commands of one frontier step, and the step's result from their replies (no I/O).
+
+A :class:`~crawler.frontier.steps.Step` becomes one ``EVALSHA`` per script
+call (enqueues in batches of ``FRONTIER_ENQUEUE_BATCH``) and a ``ZADD XX``
+for the lease renewal, encoded once with :func:`crawler.redisconn.resp.command`;
+:class:`crawler.frontier.store.RedisFrontier` sends them in one pipelined
+write and reads the replies back in order.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from crawler.frontier.steps import ClaimResult, DrainResult, Lease, StepResult
+from crawler.redisconn.resp import command
+from crawler.urls.fingerprint import POSITIONS
+
+if TYPE_CHECKING:
+    from crawler.frontier.config import FrontierConfig
+    from crawler.frontier.keys import FrontierKeys
+    from crawler.frontier.seen import SeenConfig
+    from crawler.frontier.steps import Step
+    from crawler.policy.backoff import BackoffPolicy
+
+
+def _clean(text: str) -> str:
+    return " ".join(text.split())[:500]
+
+
+def _optional_ms(value: Any) -> int | None:
+    number = int(value)
+    return None if number < 0 else number
+
+
+class StepCommands:
+    """Encodes steps for one shard; ``shas`` is the live table of script hashes (reloaded in place)."""
+
+    def __init__(
+        self, keys: FrontierKeys, config: FrontierConfig, seen: SeenConfig, backoff: BackoffPolicy,
+        shas: dict[str, str],
+    ) -> None:
+        self.keys = keys
+        self.config = config
+        self.seen = seen
+        self._shas = shas
+        self._backoff_args = (
+            int(backoff.throttle_base * 1000),
+            int(backoff.throttle_max * 1000),
+            backoff.park_after,
+            int(backoff.park_base * 1000),
+            int(backoff.park_max * 1000),
+        )
+        self._weights = list(config.queue_weights)
+        self._horizon_ms = int(config.sleep_horizon * 1000)
+        self._grouped = int(config.politeness_key.grouping > 0)
+
+    def build(self, step: Step) -> tuple[list[bytes], list[str]]:
+        """The commands of ``step`` (one per script call, enqueues in batches) and what each one is."""
+        enqueues, completions, releases, renew, claim, now_ms, drain_at_ms, touches, crawl_now_ms = (
+            step.enqueues, step.completions, step.releases, step.renew, step.claim, step.now_ms, step.drain_at_ms,
+            step.touches, step.crawl_now_ms,
+        )
+        keys = self.keys
+        prefix = keys.prefix
+        order: list[str] = []
+        commands: list[bytes] = []
+        if enqueues:
+            batch = self.config.enqueue_batch
+            hashes = self.seen.bloom_hashes
+            unpack = POSITIONS[hashes].unpack
+            cells = self.config.inlink_cells
+            sketched = min(4, hashes) if cells else 0
+            grouping = self.config.politeness_key.grouping
+            head = (
+                b"EVALSHA", self._shas["enqueue"], 1, keys.bloom, prefix, hashes,
+                self.config.host_page_budget, self.config.domain_page_budget, sketched, grouping,
+            )
+            for start in range(0, len(enqueues), batch):
+                args: list[Any] = list(head)
+                for e in enqueues[start : start + batch]:
+                    offsets = unpack(e.bloom_positions)
+                    args += (e.exact_key, e.exact_set, e.host, e.domain, e.level, e.flags, e.blob)
+                    if grouping == 2:
+                        args.append(e.group or e.host)
+                    args += offsets
+                    if sketched:
+                        # The in-link sketch's cells (common.lua, inlink_cells).
+                        args += [f"#{offset % cells}" for offset in offsets[:sketched]]
+                commands.append(command(*args))
+                order.append("enqueue")
+        if completions:
+            args = [b"EVALSHA", self._shas["ack"], 1, keys.leases, prefix, now_ms, *self._backoff_args,
+                    self._horizon_ms, self._grouped]
+            for done in completions:
+                args += (
+                    done.member, done.next_allowed_ms, done.completed_ms, int(done.action), done.not_before_ms,
+                    done.blob, int(done.host_signal), f"{_clean(done.error)}\t{_clean(done.message)}",
+                    done.metadata_field,
+                )
+            commands.append(command(*args))
+            order.append("ack")
+        if releases:
+            commands.append(
+                command(b"EVALSHA", self._shas["release"], 1, keys.leases, prefix, now_ms, self._grouped, *releases)
+            )
+            order.append("release")
+        if renew:
+            until = now_ms + int(self.config.lease_timeout * 1000)
+            args = [b"ZADD", keys.leases, b"XX"]
+            for member in renew:
+                args += (until, member)
+            commands.append(command(*args))
+            order.append("renew")
+        if touches:
+            args = [b"EVALSHA", self._shas["touch"], 1, keys.due, prefix, crawl_now_ms]
+            for touch in touches:
+                args += touch
+            commands.append(command(*args))
+            order.append("touch")
+        if drain_at_ms is not None:
+            commands.append(
+                command(b"EVALSHA", self._shas["drain"], 1, keys.due, prefix, drain_at_ms, self.config.due_batch)
+            )
+            order.append("drain")
+        if claim is not None:
+            commands.append(
+                command(
+                    b"EVALSHA", self._shas["claim"], 1, keys.leases, prefix, now_ms, claim,
+                    now_ms + int(self.config.lease_timeout * 1000), self.config.active_hosts,
+                    self.config.refill_batch, 1000, self._horizon_ms, int(self.config.robots_first), self._grouped,
+                    *self._weights,
+                )
+            )
+            order.append("claim")
+        return commands, order
+
+    def parse(self, order: list[str], replies: list[Any]) -> StepResult:
+        """The result of a step from its replies, in the order of :meth:`build`."""
+        added = duplicates = acked = stale = released = requeued = dead = parked = 0
+        over_host = over_domain = false_positives = 0
+        claim_result = None
+        drain_result = None
+        touched = 0
+        for kind, reply in zip(order, replies):
+            if kind == "enqueue":
+                added += int(reply[0])
+                duplicates += int(reply[1])
+                over_host += int(reply[2])
+                over_domain += int(reply[3])
+                false_positives += int(reply[4])
+            elif kind == "ack":
+                acked, stale, requeued, dead, parked = (int(x) for x in reply)
+            elif kind == "release":
+                released = int(reply)
+            elif kind == "claim":
+                claim_result = parse_claim(reply, self.keys.shard)
+            elif kind == "drain":
+                drain_result = DrainResult(int(reply[0]), int(reply[1]), _optional_ms(reply[2]), int(reply[3]))
+            elif kind == "touch":
+                touched = int(reply)
+        return StepResult(
+            added, duplicates, over_host, over_domain, false_positives, acked, stale, released, claim_result,
+            requeued, dead, parked, drain_result, touched,
+        )
+
+
+def parse_claim(reply: list[Any], shard: int = 0) -> ClaimResult:
+    """The claim script's reply."""
+    flat = reply[0]
+    claimed = [(Lease.from_member(flat[i], shard), flat[i + 1]) for i in range(0, len(flat), 2)]
+    return ClaimResult(
+        claimed=claimed,
+        expired=int(reply[1]),
+        moved=int(reply[2]),
+        next_ready_ms=_optional_ms(reply[3]),
+        next_expiry_ms=_optional_ms(reply[4]),
+        queued=int(reply[5]),
+        leased=int(reply[6]),
+        missing=int(reply[7]),
+        opened=int(reply[8]),
+        woken=int(reply[9]),
+    )
