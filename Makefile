@@ -66,7 +66,7 @@ unit: venv lint
 
 lint: venv
 	$(BIN)/ruff check crawler tests benchmarks support
-	$(BIN)/mypy crawler
+	$(BIN)/mypy crawler support
 
 bench: venv redis-server
 	$(BIN)/python benchmarks/throughput.py
