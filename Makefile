@@ -58,6 +58,7 @@ test: venv replay-venv redis-server chromium lint docs
 ## make docs: the documentation site (build/docs/), strictly: a broken link or anchor fails
 docs: venv
 	$(BIN)/python -m crawler.defaults > docs/reference/settings.md
+	$(BIN)/python -m crawler.scrapysettings > docs/reference/scrapy-settings.md
 	$(BIN)/mkdocs build --quiet
 
 ## make unit: the fast lane: lint, types and every test that starts no subprocess (under a minute)

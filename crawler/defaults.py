@@ -72,6 +72,14 @@ FRONTIER_REFILL_BATCH = 1000
 FRONTIER_ENQUEUE_BATCH = 500
 # Fingerprints remembered in-process to skip sending known duplicates to Redis (0 disables).
 FRONTIER_LOCAL_SEEN_SIZE = 200_000
+# Delete the crawl's frontier (queues, seen set, revisits, dead letters) when a
+# worker opens, to start over (scrapy-redis's SCHEDULER_FLUSH_ON_START). Only
+# for a single worker: with many, use `scrapy frontier reset` before they start.
+FRONTIER_RESET_ON_START = False
+# Requests whose callback the frontier cannot store by name (a lambda, a
+# function outside the spider) are fetched by the worker that made them,
+# outside the frontier, with a warning; at most this many wait at once.
+FRONTIER_LOCAL_REQUESTS = 10_000
 # URLs enqueued per host / per registered domain, at most (0: none): the
 # single most effective trap defence.
 HOST_PAGE_BUDGET = 50_000
@@ -134,21 +142,10 @@ URL_SORT_QUERY = False
 # Schemes enqueued, and the longest URL (characters, normalized).
 URL_ALLOWED_SCHEMES = ["http", "https"]
 URL_MAX_LENGTH = 2048
-# File extensions not enqueued (a page module can ask for its media types).
-URL_DENY_EXTENSIONS = [
-    # images
-    "jpg", "jpeg", "png", "gif", "bmp", "tif", "tiff", "webp", "svg", "ico", "heic", "avif", "psd", "raw",
-    # audio and video
-    "mp3", "wav", "ogg", "oga", "flac", "aac", "m4a", "wma", "mp4", "m4v", "mkv", "webm", "avi", "mov", "wmv",
-    "flv", "mpg", "mpeg", "3gp",
-    # archives and binaries
-    "zip", "rar", "7z", "tar", "gz", "tgz", "bz2", "xz", "zst", "iso", "dmg", "exe", "msi", "bin", "apk", "deb",
-    "rpm", "jar",
-    # documents
-    "pdf", "doc", "docx", "xls", "xlsx", "ppt", "pptx", "odt", "ods", "odp", "rtf", "epub", "ps",
-    # fonts, styles and scripts
-    "woff", "woff2", "ttf", "otf", "eot", "css", "js",
-]
+# File extensions not enqueued (a page module can ask for its media types); the
+# web spider denies media, archives, documents, fonts, styles and scripts
+# (crawler.urls.filters.BROAD_CRAWL_DENY_EXTENSIONS).
+URL_DENY_EXTENSIONS: list[str] = []
 # Extensions allowed even if denied above.
 URL_ALLOW_EXTENSIONS: list[str] = []
 # Blocks and scope (hosts with their subdomains; patterns are regular expressions).
@@ -184,8 +181,9 @@ FETCH_HTTP_CLIENT = "lean"
 # Idle keep-alive connections kept (0: 4 x CONCURRENT_REQUESTS), closed after FETCH_KEEPALIVE_TIMEOUT s.
 FETCH_MAX_IDLE_CONNECTIONS = 0
 FETCH_KEEPALIVE_TIMEOUT = 15.0
-# Bodies of other types stop downloading when their headers arrive.
-FETCH_ALLOWED_CONTENT_TYPES = ["text/html", "application/xhtml+xml"]
+# Bodies of other types stop downloading when their headers arrive; empty: every
+# type (a spider gets the bodies it asks for; the web spider: HTML and XHTML).
+FETCH_ALLOWED_CONTENT_TYPES: list[str] = []
 # Never connect to private, loopback, link-local (cloud metadata), multicast or
 # reserved addresses, checked after DNS. Tests and intranet crawls turn this
 # on, or list ranges in PRIVATE_NETWORKS_ALLOWLIST.
@@ -226,6 +224,9 @@ RETRY_BASE_DELAY = 30.0
 RETRY_MAX_DELAY = 3600.0
 # Per-URL retries of 429/503.
 RETRY_MAX_THROTTLED = 10
+# The statuses retried (429 and 503 as throttling); unset: every 5xx and 429
+# (Scrapy's RETRY_HTTP_CODES, given in a project, is read as this).
+RETRY_HTTP_STATUSES = None
 # Host backoff on 429/503 (also caps Retry-After).
 BACKOFF_BASE_DELAY = 5.0
 BACKOFF_MAX_DELAY = 3600.0
@@ -235,6 +236,13 @@ HOST_PARK_BASE_DELAY = 60.0
 HOST_PARK_MAX_DELAY = 6 * 3600.0
 
 # --- Storage: WARC, duplicates, URL metadata (crawler/warc, crawler/pipelines) ------
+# Archive every response any spider receives (WARC, duplicates, metadata,
+# recrawl), even when its callback yields no PageItem (a team's own spiders).
+# False: only the PageItems spiders yield are archived.
+ARCHIVE_RESPONSES = True
+# A page's body in the web spider's feed exports (-O items.jsonl): "omit"
+# (null), "text" (decoded as UTF-8, bad bytes replaced) or "base64".
+FEED_PAGE_BODY = "omit"
 # Archive every fetch in WARC files (with a CDXJ index beside each).
 WARC_ENABLED = True
 # Where WARC files go: a directory (default crawl-data/<crawl id>/warc/),
@@ -298,6 +306,11 @@ TUNING_GC_GEN0_THRESHOLD = 50_000
 TUNING_LOG_GATE = True
 
 
+def names() -> list[str]:
+    """Every setting defined here."""
+    return [name for name in globals() if name.isupper() and not name.startswith("_")]
+
+
 def documented() -> list[tuple[str, Any, str]]:
     """(name, default, the comment above it) for every setting here, in order."""
     source = Path(__file__).read_text(encoding="utf-8")
@@ -323,8 +336,9 @@ def reference() -> str:
     """The settings reference, Markdown: one table per section of this file."""
     out = ["# Settings reference", "",
            "Generated from `crawler/defaults.py` (`python -m crawler.defaults`), the one place every "
-           "setting of the crawler's own is defined. Scrapy's settings the project changes are in "
-           "`crawler/settings.py`, each with its reason.", ""]
+           "setting of the crawler's own is defined. Scrapy's settings the crawler changes are in "
+           "`crawler/addon.py`, each with its reason; how it reads Scrapy's standard settings is in "
+           "[Scrapy's settings](scrapy-settings.md).", ""]
     source = Path(__file__).read_text(encoding="utf-8").splitlines()
     sections = {i + 1: line.strip("# -") for i, line in enumerate(source) if line.startswith("# ---")}
     entries = {name: (value, comment) for name, value, comment in documented()}

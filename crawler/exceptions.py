@@ -31,3 +31,7 @@ class FrontierUnavailableError(CrawlerError):
 
 class CodecError(CrawlerError):
     """A stored request cannot be decoded (unknown version, corrupt bytes)."""
+
+
+class UnstorableCallbackError(CodecError):
+    """A request's callback or errback is not a method of the spider: it cannot be stored by name."""

@@ -1,8 +1,57 @@
-"""Items produced by the crawler's spiders."""
+"""The page: what the crawler records of every fetch (:func:`page_item` builds it from a response)."""
 
 from __future__ import annotations
 
+import base64
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any
+
+from crawler.requestmeta import ORIGINAL_ENCODING_META, REVISIT_META
+
+if TYPE_CHECKING:
+    from scrapy.http import Response
+
+_REASONS = {status.value: status.phrase for status in HTTPStatus}
+
+
+class FeedBody(StrEnum):
+    """How a page's body is written to feed exports (``FEED_PAGE_BODY``)."""
+
+    OMIT = "omit"
+    TEXT = "text"
+    BASE64 = "base64"
+
+
+def _omit(body: bytes) -> None:
+    return None
+
+
+def _text(body: bytes) -> str:
+    return body.decode("utf-8", "replace")
+
+
+def _base64(body: bytes) -> str:
+    return base64.b64encode(body).decode("ascii")
+
+
+_SERIALIZERS: dict[FeedBody, Callable[[bytes], str | None]] = {
+    FeedBody.OMIT: _omit, FeedBody.TEXT: _text, FeedBody.BASE64: _base64,
+}
+_FEED_BODY: Callable[[bytes], str | None] = _omit
+
+
+def _serialize_body(body: bytes) -> str | None:
+    return _FEED_BODY(body)
+
+
+def set_feed_body(mode: FeedBody) -> None:
+    """How this process's feed exports write page bodies (set from ``FEED_PAGE_BODY`` when a crawl opens)."""
+    global _FEED_BODY
+    _FEED_BODY = _SERIALIZERS[mode]
 
 
 @dataclass(slots=True)
@@ -25,7 +74,8 @@ class PageItem:
     url: str
     status: int
     headers: list[tuple[str, str]]
-    body: bytes
+    #: Feed exports write it as ``FEED_PAGE_BODY`` says (:func:`set_feed_body`).
+    body: bytes = field(metadata={"serializer": _serialize_body})
     content_type: str
     fetched_at: float
     fetch_duration: float | None
@@ -64,3 +114,35 @@ class PageItem:
     module: str | None = None
     #: The spider callback that made the item ("parse", "parse_sitemap", "parse_resource").
     callback: str = "parse"
+
+
+def _pairs(headers: Any) -> list[tuple[str, str]]:
+    return [(name.decode("latin-1"), value.decode("latin-1")) for name, values in headers.items() for value in values]
+
+
+def page_item(response: Response) -> PageItem:
+    """The page of ``response``: the exchange as fetched (modules and pipelines fill in the rest)."""
+    headers = response.headers
+    content_type = headers.get(b"Content-Type") or b""
+    request = response.request
+    item = PageItem(
+        url=response.url,
+        status=response.status,
+        headers=_pairs(headers),
+        body=response.body,
+        content_type=content_type.decode("latin-1"),
+        fetched_at=time.time(),
+        fetch_duration=response.meta.get("download_latency"),
+        depth=response.meta.get("depth", 0),
+        method=request.method if request else "GET",
+        request_headers=_pairs(request.headers) if request else [],
+        protocol=response.protocol or "HTTP/1.1",
+        reason=_REASONS.get(response.status, ""),
+        ip_address=str(response.ip_address) if response.ip_address else None,
+        original_encoding=response.meta.get(ORIGINAL_ENCODING_META),
+    )
+    if response.status == 304:
+        revisit = response.meta.get(REVISIT_META)
+        if isinstance(revisit, dict) and isinstance(revisit.get("date"), str):
+            item.revalidated = revisit["date"]
+    return item

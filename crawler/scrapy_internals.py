@@ -7,7 +7,9 @@ crawl later:
 
 * the engine's slot (:func:`engine_slot`): its record of requests still
   being processed, and its "look for work now" call; the frontier scheduler
-  acks a lease when the engine is done with its request;
+  acks a lease when the engine is done with its request; and whether the
+  engine stays open when idle (:func:`engine_is_interactive`: ``scrapy
+  shell``, whose ``fetch()`` waits on the very request object it scheduled);
 * Scrapy's aiohttp download handler and its response class, which the
   crawler's handler extends (:mod:`crawler.downloader.handler`);
 * Scrapy's download-handler helpers (stop-download checks, data-loss and
@@ -33,6 +35,7 @@ __all__ = [
     "AiohttpDownloadHandler",
     "_ClientResponse",
     "check_stop_download",
+    "engine_is_interactive",
     "engine_slot",
     "get_dataloss_msg",
     "get_warnsize_msg",
@@ -51,6 +54,12 @@ def engine_slot(engine: ExecutionEngine | None) -> tuple[set[Any], Any]:
             "the frontier scheduler needs the Scrapy version pinned in requirements.txt",
         )
     return slot.inprogress, slot.nextcall
+
+
+def engine_is_interactive(engine: ExecutionEngine | None) -> bool:
+    """Whether the engine was opened to stay open when idle (``scrapy shell``: ``close_if_idle=False``)."""
+    slot = getattr(engine, "_slot", None)
+    return getattr(slot, "close_if_idle", True) is False
 
 
 def has_receivers(sender: Any, signal: Any) -> bool:

@@ -177,6 +177,12 @@ def test_ctrl_c_then_same_command_resumes_on_the_embedded_redis(
     assert set(fetched) == spec.reachable((h, 0) for h in range(20))
     assert max(fetched.values()) == 1, "a graceful stop refetches nothing"
 
+    # Once more: every seed was crawled, so nothing is; the crawler says how to start over.
+    again = run_crawl("-a", f"seeds={seeds}", settings=settings)
+    assert again.returncode == 0 and fetched_pages(web) == fetched
+    assert "the URLs given were crawled before" in again.stderr
+    assert f"scrapy frontier reset --crawl-id {crawl_id} --yes" in again.stderr
+
 
 def test_two_workers_share_one_frontier(
     mockweb_factory: Any, redis_server: RedisServer, crawl_id: str, tmp_path: Path

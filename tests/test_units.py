@@ -382,8 +382,14 @@ def test_every_setting_read_has_one_default_and_the_project_settings_hold_them_a
     read = _setting_names_read()
     assert len(read) > 100
     ours = {name for name in dir(defaults) if name.isupper()}
+    from crawler.scrapysettings import TABLE
+
+    # Settings of other projects the add-on translates (scrapy-redis's) have no default of ours.
+    foreign = {mapping.scrapy for mapping in TABLE if not hasattr(scrapy_defaults, mapping.scrapy)}
+    assert foreign == {"REDIS_HOST", "REDIS_PORT", "SCHEDULER_PERSIST", "SCHEDULER_FLUSH_ON_START"}
     missing = {name: where for name, where in read.items()
-               if name not in ours and not hasattr(scrapy_defaults, name) and name not in {"DEBUG", "BOT_NAME"}}
+               if name not in ours | foreign and not hasattr(scrapy_defaults, name)
+               and name not in {"DEBUG", "BOT_NAME"}}
     assert not missing, missing
     # No setting is both ours and Scrapy's: a default is written once.
     assert not {name for name in ours if hasattr(scrapy_defaults, name)}
@@ -430,7 +436,10 @@ def test_the_private_scrapy_apis_the_crawler_uses_are_where_it_expects_them() ->
     from scrapy.core.engine import _Slot
 
     source = inspect.getsource(_Slot.__init__)
-    assert "self.inprogress" in source and "self.nextcall" in source
+    assert "self.inprogress" in source and "self.nextcall" in source and "self.close_if_idle" in source
+    assert not scrapy_internals.engine_is_interactive(engine)
+    engine._slot.close_if_idle = False
+    assert scrapy_internals.engine_is_interactive(engine)
     assert not scrapy_internals.has_receivers(crawler.signals.sender, signals.bytes_received)
     crawler.signals.connect(lambda **kwargs: None, signal=signals.bytes_received, weak=False)
     assert scrapy_internals.has_receivers(crawler.signals.sender, signals.bytes_received)
@@ -475,7 +484,9 @@ def test_the_committed_settings_reference_is_the_generated_one() -> None:
     """docs/reference/settings.md is generated from crawler/defaults.py (make docs); it must not drift."""
     from pathlib import Path
 
-    from crawler import defaults
+    from crawler import defaults, scrapysettings
 
-    committed = Path(__file__).resolve().parent.parent.joinpath("docs", "reference", "settings.md")
-    assert committed.read_text(encoding="utf-8") == defaults.reference(), "run: make docs"
+    reference = Path(__file__).resolve().parent.parent.joinpath("docs", "reference")
+    assert reference.joinpath("settings.md").read_text(encoding="utf-8") == defaults.reference(), "run: make docs"
+    assert reference.joinpath("scrapy-settings.md").read_text(encoding="utf-8") == scrapysettings.reference(), \
+        "run: make docs"

@@ -12,9 +12,17 @@ from hypothesis import strategies as st
 from scrapy.settings import Settings
 
 from crawler.exceptions import ConfigurationError
+from crawler.spiders.web import WebSpider
 from crawler.urls import NormalizationConfig, UrlError, normalize_url
 from crawler.urls.domains import RegisteredDomains
-from crawler.urls.filters import Dropped, DropReason, FilterConfig, UrlFilter, repeated_segments
+from crawler.urls.filters import (
+    BROAD_CRAWL_DENY_EXTENSIONS,
+    Dropped,
+    DropReason,
+    FilterConfig,
+    UrlFilter,
+    repeated_segments,
+)
 from crawler.urls.normalize import remove_dot_segments
 
 
@@ -186,8 +194,14 @@ def drop_reason(url: str, depth: int = 0, **settings: object) -> DropReason | No
         ("http://x.test/2024/01/01/", None),
     ],
 )
-def test_default_filters(url: str, reason: DropReason | None) -> None:
-    assert drop_reason(url) == reason
+def test_the_web_spiders_filters(url: str, reason: DropReason | None) -> None:
+    assert drop_reason(url, URL_DENY_EXTENSIONS=list(BROAD_CRAWL_DENY_EXTENSIONS)) == reason
+
+
+def test_the_default_filter_denies_no_extension() -> None:
+    # A team's spider gets the documents it asks for; the web spider denies media (its custom_settings).
+    assert drop_reason("http://x.test/paper.pdf") is None
+    assert WebSpider.custom_settings["URL_DENY_EXTENSIONS"] == list(BROAD_CRAWL_DENY_EXTENSIONS)
 
 
 def test_filter_settings(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -201,7 +215,7 @@ def test_filter_settings(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert drop_reason("http://x.test/calendar/2031/01", **common) == DropReason.BLOCKED_PATTERN
     assert drop_reason("http://x.test/p", depth=26) == DropReason.DEPTH
     assert drop_reason("http://x.test/p", depth=26, URL_MAX_DEPTH=0) is None
-    assert drop_reason("http://x.test/doc.pdf", URL_ALLOW_EXTENSIONS=["pdf"]) is None
+    assert drop_reason("http://x.test/doc.pdf", URL_DENY_EXTENSIONS=["pdf", "jpg"], URL_ALLOW_EXTENSIONS=["pdf"]) is None
     scoped = {"URL_ALLOWED_DOMAINS": ["x.test"], "URL_ALLOWED_PREFIXES": ["http://y.test/docs/"]}
     assert drop_reason("http://sub.x.test/", **scoped) is None
     assert drop_reason("http://y.test/docs/a", **scoped) is None

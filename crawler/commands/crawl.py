@@ -20,6 +20,7 @@ from redis.cluster import ClusterNode
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.spiderloader import get_spider_loader
 
+from crawler.addon import effective
 from crawler.downloader.dns import read_hosts_file
 from crawler.downloader.netguard import AddressPolicy
 from crawler.exceptions import ConfigurationError
@@ -57,7 +58,16 @@ def check_metrics_port(settings: BaseSettings) -> None:
 
 
 def preflight(settings: BaseSettings, spider_cls: type, spider_name: str, spider_args: dict[str, str]) -> None:
-    """Raise :class:`ConfigurationError` for anything that would stop the crawl at start."""
+    """Raise :class:`ConfigurationError` for anything that would stop the crawl at start.
+
+    Checks the settings as the crawler will see them: the spider's
+    ``custom_settings`` and the crawler add-on applied.
+    """
+    settings = settings.copy()
+    update = getattr(spider_cls, "update_settings", None)
+    if callable(update):
+        update(settings)
+    settings = effective(settings)
     validate = getattr(spider_cls, "validate_arguments", None)
     seeds: list[str] = []
     if callable(validate):

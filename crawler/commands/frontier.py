@@ -20,14 +20,12 @@ on stderr and exit status 2.
 from __future__ import annotations
 
 import asyncio
-import re
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgpack
-from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 from scrapy import Spider
 from scrapy.commands import ScrapyCommand
@@ -39,6 +37,7 @@ from crawler.frontier.codec import RequestCodec, without_meta
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.intake import Intake
 from crawler.frontier.levels import PriorityLevels
+from crawler.frontier.reset import crawl_keys, delete_keys
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.shards import ShardRouter, check_crawl_metadata, shard_frontiers
 from crawler.frontier.store import RedisFrontier
@@ -264,14 +263,7 @@ class Command(ScrapyCommand):
         if not opts.yes:
             print(f"crawl {router.crawl_id!r} has {len(keys)} keys; add --yes to delete them")
             return
-        deleted = 0
-        for start in range(0, len(keys), 500):
-            batch = keys[start:start + 500]
-            if isinstance(client, RedisCluster):
-                for key in batch:
-                    deleted += int(await client.unlink(key))
-            else:
-                deleted += int(await client.unlink(*batch))
+        deleted = await delete_keys(client, keys)
         print(f"crawl {router.crawl_id!r}: deleted {deleted} keys")
 
     async def _report(self, client: AnyRedis, router: ShardRouter, config: FrontierConfig, args: list[str],
@@ -281,23 +273,6 @@ class Command(ScrapyCommand):
         path = Path(opts.out or f"report-{router.crawl_id}.html")
         await write_report(Timeline(client, router.crawl_id), client, router, router.crawl_id, path)
         print(f"wrote {path}")
-
-
-async def crawl_keys(client: AnyRedis, crawl_id: str) -> list[Any]:
-    """Every key of one crawl: ``frontier:{<id>}:*``, ``frontier:{<id>.<shard>}:*``, ``dedup:{<id>}:*``.
-
-    Found with SCAN (on every primary of a cluster) over the crawl's own
-    patterns, each key checked against its exact tag: another crawl's keys
-    (``<id>2``, ``<id>.x``) are never touched, and nothing is flushed.
-    """
-    escaped = re.escape(crawl_id)
-    own = re.compile(rf"^(frontier:\{{{escaped}(\.\d+)?\}}:|dedup:\{{{escaped}\}}:)".encode())
-    found = []
-    for pattern in (f"frontier:{{{crawl_id}}}:*", f"frontier:{{{crawl_id}.*", f"dedup:{{{crawl_id}}}:*"):
-        async for key in client.scan_iter(match=pattern, count=1000):
-            if own.match(key):
-                found.append(key)
-    return sorted(set(found))
 
 
 def _url_of(blob: bytes) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 import msgpack
 from scrapy import Request, Spider
 
-from crawler.exceptions import CodecError
+from crawler.exceptions import CodecError, UnstorableCallbackError
 from crawler.requestmeta import CONTACTED_META, LEASE_META, VERBATIM_URL_META
 
 CODEC_VERSION = 1
@@ -60,7 +60,9 @@ def _callback_name(spider: Spider, callback: Callable[..., Any] | None, what: st
         return None
     name = getattr(callback, "__name__", None)
     if name is None or getattr(callback, "__self__", None) is not spider:
-        raise CodecError(f"{what} {callback!r} is not a method of the spider; it cannot be stored by name")
+        raise UnstorableCallbackError(
+            f"{what} {callback!r} is not a method of the spider; it cannot be stored by name"
+        )
     return str(name)
 
 

@@ -69,6 +69,10 @@ class FrontierConfig:
     robots_first: bool = False
     #: What one request at a time and one clock are kept for.
     politeness_key: PolitenessKey = PolitenessKey.HOST
+    #: Delete the crawl's keys when the worker opens (start over).
+    reset_on_start: bool = False
+    #: Requests with callbacks the frontier cannot store, kept in this process at most.
+    local_requests: int = 10_000
 
     @property
     def levels(self) -> int:
@@ -110,4 +114,6 @@ class FrontierConfig:
             sleep_horizon=get_float(settings, "FRONTIER_SLEEP_HORIZON", minimum=0.0),
             robots_first=robots_first(settings),
             politeness_key=PolitenessKey.from_settings(settings),
+            reset_on_start=get_bool(settings, "FRONTIER_RESET_ON_START"),
+            local_requests=get_int(settings, "FRONTIER_LOCAL_REQUESTS", minimum=0),
         )

@@ -10,6 +10,12 @@ in-process, scored and routed the same way whoever enqueues it.
 
 With ``FRONTIER_POLITENESS_KEY = "ip"`` the entries get their host's address
 as their politeness group before they are sent (:meth:`Intake.resolve_groups`).
+
+A request whose callback cannot be stored by name (a lambda, a closure: what
+``scrapy fetch``, ``parse`` and ``shell`` use) is kept in this process
+(:attr:`Intake.local`) and fetched by it, outside the frontier, with one
+warning per callback and the stat ``frontier/local``: never dropped in
+silence.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +31,7 @@ from scrapy.exceptions import IgnoreRequest
 
 from crawler.bounded import BoundedSet
 from crawler.downloader.netguard import parse_ip
-from crawler.exceptions import CodecError
+from crawler.exceptions import CodecError, UnstorableCallbackError
 from crawler.frontier.levels import PriorityLevels
 from crawler.frontier.store import DONT_FILTER, EXACT_ONLY, EnqueueEntry, Touch
 from crawler.policy.clock import CrawlClock
@@ -69,6 +76,7 @@ class Intake:
         stats: StatsCollector,
         *,
         local_seen_size: int,
+        local_requests: int = 10_000,
         priority: PriorityPolicy | None = None,
         host_quality: HostQualityCache | None = None,
         clock: CrawlClock | None = None,
@@ -93,6 +101,13 @@ class Intake:
         #: Per shard (only shards with something to send): enqueue entries, sitemap touches.
         self.enqueues: dict[int, list[EnqueueEntry]] = {}
         self.touches: dict[int, list[Touch]] = {}
+        #: Requests whose callback the frontier cannot store (a lambda, a function outside the spider):
+        #: kept and fetched by this process, at most ``local_requests`` of them.
+        self.local: deque[Request] = deque()
+        self.local_requests = local_requests
+        self._warned_callbacks = BoundedSet(1000)
+        #: An interactive session (``scrapy shell``): every request is this process's own.
+        self.interactive = False
 
     def bind(self, codec: RequestCodec, frontiers: list[RedisFrontier]) -> None:
         """The spider's codec and the shards' frontiers (known once the crawl opens)."""
@@ -111,6 +126,25 @@ class Intake:
             self.enqueues[shard] = enqueues[shard] + self.enqueues.get(shard, [])
         if shard in touches:
             self.touches[shard] = touches[shard] + self.touches.get(shard, [])
+
+    def _keep_local(self, request: Request, problem: Exception) -> bool:
+        """A request the frontier cannot store: fetched by this process (no lease, no politeness across workers)."""
+        if len(self.local) >= self.local_requests:
+            self.stats.inc_value("frontier/dropped/local_overflow")
+            logger.error("Frontier dropped %s: more than FRONTIER_LOCAL_REQUESTS (%d) requests with callbacks "
+                         "it cannot store wait in this process", request.url, self.local_requests)
+            return False
+        self.stats.inc_value("frontier/local")
+        callback = repr(request.callback or request.errback)
+        if callback not in self._warned_callbacks:
+            self._warned_callbacks.add(callback)
+            logger.warning(
+                "%s. Its requests are fetched by this worker, outside the frontier: not shared with other "
+                "workers, not paced per host across them, lost if the worker stops. Make it a method of the "
+                "spider to crawl them through the frontier.", problem)
+        self.local.append(request)
+        self.notify()
+        return True
 
     def request(self, request: Request) -> bool:
         """Take a request; ``False`` if it is dropped here.
@@ -135,10 +169,16 @@ class Intake:
             self.stats.inc_value("frontier/duplicate/local")
             return False
         assert self.codec is not None and self.frontiers, "Intake.request() before bind()"
+        if self.interactive:
+            self.local.append(request)
+            self.notify()
+            return True
         if normalized != request.url:
             request = request.replace(url=normalized, meta={**request.meta, VERBATIM_URL_META: True})
         try:
             encoded = self.codec.encode(request)
+        except UnstorableCallbackError as exc:
+            return self._keep_local(request, exc)
         except CodecError as exc:
             self.stats.inc_value("frontier/dropped/unserializable")
             logger.warning("Frontier dropped %s: %s", request.url, exc)

@@ -73,6 +73,7 @@ from crawler.frontier.levels import PriorityLevels
 from crawler.frontier.outcome import Handout
 from crawler.frontier.pacing import ShardPacer
 from crawler.frontier.pump import Pump
+from crawler.frontier.reset import reset_crawl
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.shards import ShardRouter, check_crawl_metadata, shard_frontiers
 from crawler.policy.backoff import BackoffPolicy
@@ -83,7 +84,7 @@ from crawler.policy.priority import PriorityPolicy
 from crawler.policy.recrawl import RecrawlMode
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
 from crawler.requestmeta import LEASE_META
-from crawler.scrapy_internals import engine_slot
+from crawler.scrapy_internals import engine_is_interactive, engine_slot
 from crawler.settings_parsing import get_float
 from crawler.urls.filters import FilterConfig, UrlFilter
 
@@ -206,6 +207,10 @@ class FrontierScheduler(BaseScheduler):
         if spider_mode is not None:
             self.mode = RecrawlMode.parse(spider_mode, "mode (spider argument)")
         client = await self.provider.client()
+        if self.config.reset_on_start:
+            deleted = await reset_crawl(client, self.config.crawl_id)
+            logger.warning("Frontier %r reset (FRONTIER_RESET_ON_START): %d keys deleted, the crawl starts over",
+                           self.config.crawl_id, deleted)
         await check_crawl_metadata(client, self.router)
         await self._check_politeness_key(client)
         count = self.router.count
@@ -217,6 +222,11 @@ class FrontierScheduler(BaseScheduler):
         # The engine's own record of requests still being processed, and its
         # "look for work now" call: the only two engine internals used here.
         inprogress, self._nextcall = engine_slot(self.crawler.engine)
+        if engine_is_interactive(self.crawler.engine):
+            # scrapy shell: fetch() waits on the request object it scheduled, so it must not be stored.
+            self.intake.interactive = True
+            logger.info("Frontier %r: an interactive session (scrapy shell); its requests are fetched by this "
+                        "process, not stored in the frontier", self.config.crawl_id)
         self.inhand.bind(inprogress, LeaseCompleter(self.politeness, codec, self.stats))
         self.pump.start(frontiers, codec, self.keys.crawl_key("draining"))
         FrontierContext.for_crawler(self.crawler).attach(self)
@@ -265,11 +275,20 @@ class FrontierScheduler(BaseScheduler):
             await frontier.close()
         if unfinished:
             logger.warning("Frontier close: %d requests were still in flight; their leases will expire", unfinished)
-        if not self.stats.get_value("frontier/claimed") and not self.stats.get_value("frontier/enqueued"):
-            logger.warning(
-                "Frontier %r had nothing to crawl: give seeds with -a seeds=FILE or -a urls=URL,URL",
-                self.config.crawl_id,
-            )
+        if not self.stats.get_value("frontier/claimed") and not self.stats.get_value("frontier/enqueued") \
+                and not self.stats.get_value("frontier/local"):
+            if self.stats.get_value("frontier/duplicate"):
+                logger.warning(
+                    "Frontier %r had nothing to crawl: the URLs given were crawled before (the crawl's seen set "
+                    "remembers them). To start over: -s FRONTIER_RESET_ON_START=True, or "
+                    "scrapy frontier reset --crawl-id %s --yes",
+                    self.config.crawl_id, self.config.crawl_id,
+                )
+            else:
+                logger.warning(
+                    "Frontier %r had nothing to crawl: give seeds with -a seeds=FILE or -a urls=URL,URL",
+                    self.config.crawl_id,
+                )
         logger.info("Frontier %r closed (%s)", self.config.crawl_id, reason)
 
     # -- the Scrapy scheduler interface --------------------------------------------------
@@ -277,11 +296,13 @@ class FrontierScheduler(BaseScheduler):
     def has_pending_requests(self) -> bool:
         inhand, pump = self.inhand, self.pump
         if pump.draining:
-            return bool(inhand.handed or self.intake.enqueues or inhand.completions or pump.step_running)
+            return bool(inhand.handed or self.intake.enqueues or inhand.completions or pump.step_running
+                        or self.intake.local)
         if self.mode is RecrawlMode.CONTINUOUS and not pump.closing:
             return True
         return bool(
             inhand.buffer
+            or self.intake.local
             or self.pacer.due_now > 0
             or inhand.handed
             or self.intake.enqueues
@@ -325,6 +346,9 @@ class FrontierScheduler(BaseScheduler):
             self._poke()
 
     def next_request(self) -> Request | None:
+        if self.intake.local:
+            # Requests the frontier cannot store (callbacks that are not spider methods): this process's own.
+            return self.intake.local.popleft()
         if self.inhand.handed:
             self._collect_completions()
         request = self.inhand.hand_out()
@@ -354,7 +378,7 @@ class FrontierScheduler(BaseScheduler):
     # -- introspection -------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return self.pacer.pending
+        return self.pacer.pending + len(self.intake.local)
 
 
 __all__ = ["LEASE_META", "FrontierScheduler", "FrontierUnavailableError", "Handout"]

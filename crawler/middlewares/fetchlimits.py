@@ -1,6 +1,6 @@
 """Bounded cost per fetch: content types, sizes, decompression bombs.
 
-* **Content type** (``FETCH_ALLOWED_CONTENT_TYPES``, default HTML and XHTML):
+* **Content type** (``FETCH_ALLOWED_CONTENT_TYPES``: every type by default, HTML and XHTML for the web spider):
   when the headers of a response arrive with a ``Content-Type`` outside the
   list, the download stops there (Scrapy's ``StopDownload``): the response
   reaches the spider with the headers and the few bytes already read, flagged
@@ -74,7 +74,8 @@ class FetchLimitsMiddleware:
         if ROBOTS_META in meta or SITEMAP_META in meta:
             return
         kind = media_type(headers.get(b"Content-Type"))
-        if kind and kind not in self.allowed_types and kind not in meta.get(EXPECTED_TYPES_META, ()):
+        if self.allowed_types and kind and kind not in self.allowed_types \
+                and kind not in meta.get(EXPECTED_TYPES_META, ()):
             self.stats.inc_value("fetch/content_type_skipped")
             logger.debug("Not downloading %s body of %s", kind, request.url)
             raise StopDownload(fail=False)

@@ -29,7 +29,9 @@ anything else unexpected          dead letter, logged as an error              o
 A URL out of retries goes to the dead-letter queue with its last error class
 (``scrapy frontier dead-letters`` lists and requeues them). Only requests
 served by the frontier are retried; robots.txt fetches pass through (the
-robots.txt middleware judges their failures).
+robots.txt middleware judges their failures), and so do requests with
+``meta["dont_retry"]``. ``RETRY_HTTP_STATUSES`` (Scrapy's ``RETRY_HTTP_CODES``
+in a project) narrows the statuses retried; unset, every 5xx and 429.
 """
 
 from __future__ import annotations
@@ -51,9 +53,11 @@ from scrapy.exceptions import (
 )
 
 from crawler.downloader.errors import ServerSilentError, TlsError
+from crawler.exceptions import ConfigurationError
 from crawler.frontier.outcome import HostSignal, Rescheduled, dead_letter, handout_of, reschedule
 from crawler.policy.backoff import BackoffPolicy, parse_retry_after
 from crawler.requestmeta import RETRY_META, ROBOTS_META, THROTTLED_META
+from crawler.settings_parsing import get_list, is_set
 
 if TYPE_CHECKING:
     from typing import Self
@@ -85,20 +89,34 @@ SILENT_ERRORS: tuple[type[BaseException], ...] = (ServerSilentError, CannotResol
 
 
 class RetryMiddleware:
-    def __init__(self, policy: BackoffPolicy, stats: StatsCollector) -> None:
+    def __init__(self, policy: BackoffPolicy, stats: StatsCollector, statuses: frozenset[int] | None = None) -> None:
         self.policy = policy
         self.stats = stats
+        #: The statuses retried; ``None``: every 5xx and 429.
+        self.statuses = statuses
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         assert crawler.stats is not None
-        return cls(BackoffPolicy.from_settings(crawler.settings), crawler.stats)
+        settings = crawler.settings
+        statuses = None
+        if is_set(settings, "RETRY_HTTP_STATUSES"):
+            try:
+                statuses = frozenset(int(code) for code in get_list(settings, "RETRY_HTTP_STATUSES"))
+            except ValueError:
+                raise ConfigurationError("RETRY_HTTP_STATUSES", "not a list of HTTP status codes") from None
+        return cls(BackoffPolicy.from_settings(settings), crawler.stats, statuses)
+
+    def _retried(self, status: int) -> bool:
+        if self.statuses is None:
+            return status >= 500 or status == 429
+        return status in self.statuses
 
     def process_response(self, request: Request, response: Response) -> Response:
         status = response.status
-        if status < 500 and status != 429:
+        if not self._retried(status):
             return response
-        if handout_of(request) is None or ROBOTS_META in request.meta:
+        if handout_of(request) is None or ROBOTS_META in request.meta or request.meta.get("dont_retry"):
             return response
         now = time.time()
         if status in THROTTLE_STATUSES:
@@ -119,6 +137,8 @@ class RetryMiddleware:
 
     def process_exception(self, request: Request, exception: Exception) -> None:
         if isinstance(exception, IgnoreRequest) or handout_of(request) is None or ROBOTS_META in request.meta:
+            return
+        if request.meta.get("dont_retry"):
             return
         name = type(exception).__name__
         if isinstance(exception, DownloadCancelledError):

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Self
 from redis.exceptions import RedisError
 from scrapy.exceptions import NotConfigured
 
+from crawler.archiving import Archive
 from crawler.dedup.index import DedupIndex
 from crawler.items import PageItem
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
@@ -49,7 +50,9 @@ class DedupPipeline:
             from crawler.exceptions import ConfigurationError
 
             raise ConfigurationError("DEDUP_SIMHASH_DISTANCE", f"at most 3 with 4 index blocks, got {distance}")
-        return cls(RedisProvider.for_crawler(crawler), crawl_id_for(crawler), distance, crawler.stats)
+        pipeline = cls(RedisProvider.for_crawler(crawler), crawl_id_for(crawler), distance, crawler.stats)
+        Archive.for_crawler(crawler).join(pipeline)
+        return pipeline
 
     async def open_spider(self) -> None:
         self.index = DedupIndex(await self.provider.client(), self.crawl_id, self.distance)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Self
 from redis.exceptions import RedisError
 from scrapy.exceptions import NotConfigured
 
+from crawler.archiving import Archive
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.shards import ShardRouter
 from crawler.httpheaders import header_value, http_date_epoch
@@ -82,7 +83,7 @@ class UrlMetadataPipeline:
         settings = crawler.settings
         if not get_bool(settings, "METADATA_ENABLED"):
             raise NotConfigured
-        return cls(
+        pipeline = cls(
             RedisProvider.for_crawler(crawler),
             ShardRouter.for_crawler(crawler),
             get_int(settings, "METADATA_CHANGE_DISTANCE", minimum=0),
@@ -94,6 +95,8 @@ class UrlMetadataPipeline:
             repeat_window=repeat_window_setting(settings),
             normalization=NormalizationConfig.from_settings(settings),
         )
+        Archive.for_crawler(crawler).join(pipeline)
+        return pipeline
 
     async def open_spider(self) -> None:
         self.store = UrlMetadataStore(

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Self
 from redis.exceptions import RedisError
 from scrapy.exceptions import NotConfigured
 
+from crawler.archiving import Archive
 from crawler.frontier.codec import RequestCodec
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.context import FrontierContext
@@ -88,13 +89,15 @@ class RecrawlPipeline:
         if not get_bool(settings, "RECRAWL_ENABLED"):
             raise NotConfigured
         config = FrontierConfig.from_settings(settings, crawl_id_for(crawler))
-        return cls(
+        pipeline = cls(
             crawler,
             RecrawlPolicy.from_settings(settings),
             PriorityPolicy.from_settings(settings),
             CrawlClock.from_settings(settings),
             PriorityLevels(config.levels),
         )
+        Archive.for_crawler(crawler).join(pipeline)
+        return pipeline
 
     async def open_spider(self) -> None:
         spider = self.crawler.spider

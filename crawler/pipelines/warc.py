@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Self
 from scrapy.exceptions import NotConfigured
 
 import crawler
+from crawler.archiving import Archive
 from crawler.items import PageItem
 from crawler.redisconn.provider import crawl_id_for
 from crawler.settings_parsing import get_bool, get_float, get_int, setting
@@ -63,7 +64,7 @@ class WarcPipeline:
         settings = crawler.settings
         if not get_bool(settings, "WARC_ENABLED"):
             raise NotConfigured
-        return cls(
+        pipeline = cls(
             crawler,
             WarcStoreConfig.from_settings(settings, job_dir(crawler)),
             get_int(settings, "WARC_MAX_SIZE", minimum=1024),
@@ -71,6 +72,8 @@ class WarcPipeline:
             get_float(settings, "WARC_UPLOAD_CLOSE_TIMEOUT", minimum=0.0),
             get_int(settings, "WARC_GZIP_LEVEL", minimum=1, maximum=9),
         )
+        Archive.for_crawler(crawler).join(pipeline)
+        return pipeline
 
     def _warcinfo(self) -> dict[str, Any]:
         settings = self.crawler.settings

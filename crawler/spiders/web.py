@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from collections.abc import AsyncIterator, Iterator
-from http import HTTPStatus
 from typing import Any
 from urllib.parse import urljoin
 
@@ -30,19 +28,17 @@ from selectolax.lexbor import LexborHTMLParser
 
 from crawler.bounded import BoundedSet
 from crawler.frontier.context import FrontierContext
-from crawler.items import PageItem
+from crawler.items import FeedBody, page_item, set_feed_body
 from crawler.modules.base import Page, PageModule, build_modules
 from crawler.policy.recrawl import RecrawlMode
 from crawler.requestmeta import (
     FROM_SITEMAP_META,
     MODULE_META,
-    ORIGINAL_ENCODING_META,
-    REVISIT_META,
     SITEMAP_LASTMOD_META,
     VERBATIM_URL_META,
 )
 from crawler.seeds import load_seeds
-from crawler.settings_parsing import get_dict, get_int
+from crawler.settings_parsing import get_choice, get_dict, get_int
 from crawler.sitemaps import (
     SitemapContent,
     SitemapError,
@@ -53,6 +49,7 @@ from crawler.sitemaps import (
 )
 from crawler.urls import UrlError, normalize_url
 from crawler.urls.domains import RegisteredDomains
+from crawler.urls.filters import BROAD_CRAWL_DENY_EXTENSIONS
 
 logger = logging.getLogger(__name__)
 
@@ -64,22 +61,43 @@ DEFAULT_MODULES = {
 }
 
 
-_REASONS = {status.value: status.phrase for status in HTTPStatus}
-
-
-def _reason(status: int) -> str:
-    return _REASONS.get(status, "")
-
-
-def _pairs(headers: Any) -> list[tuple[str, str]]:
-    return [(name.decode("latin-1"), value.decode("latin-1")) for name, values in headers.items() for value in values]
 # An http(s) URL made only of RFC 3986 characters and valid percent-escapes.
 _ALREADY_SAFE = re.compile(r"https?://(?:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})*\Z")
 
 
 class WebSpider(Spider):
     name = "web"
-    custom_settings = {"HTTPERROR_ALLOW_ALL": True}
+    #: A broad crawl's choices, beside the crawler add-on's (which leaves Scrapy's behaviour to other spiders).
+    custom_settings = {
+        # Every status reaches the callback and is recorded.
+        "HTTPERROR_ALLOW_ALL": True,
+        # Broad crawls do not keep sessions.
+        "COOKIES_ENABLED": False,
+        # Redirects are recorded and followed as new URLs by the spider, through
+        # the frontier (robots.txt, politeness, seen set), not re-fetched at once
+        # by the middleware; REDIRECT_MAX_TIMES still bounds a chain.
+        "REDIRECT_ENABLED": False,
+        "METAREFRESH_ENABLED": False,
+        "REDIRECT_MAX_TIMES": 5,
+        # HTML is parsed for links; other types are recorded (their head) but not downloaded.
+        "FETCH_ALLOWED_CONTENT_TYPES": ["text/html", "application/xhtml+xml"],
+        # Media, archives and documents are not enqueued (a page module can ask for its types).
+        "URL_DENY_EXTENSIONS": list(BROAD_CRAWL_DENY_EXTENSIONS),
+        # Every middleware costs time on every page. Scope is the crawler's own
+        # (URL filters, budgets), the spider handles every status and sets the
+        # depth of its requests, and URL limits are the crawler's filters.
+        "DOWNLOADER_MIDDLEWARES": {
+            "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware": None,
+            "scrapy.downloadermiddlewares.httpauth.HttpAuthMiddleware": None,
+        },
+        "SPIDER_MIDDLEWARES": {
+            "scrapy.spidermiddlewares.httperror.HttpErrorMiddleware": None,
+            "scrapy.spidermiddlewares.referer.RefererMiddleware": None,
+            "scrapy.spidermiddlewares.urllength.UrlLengthMiddleware": None,
+            "scrapy.spidermiddlewares.depth.DepthMiddleware": None,
+            "scrapy.spidermiddlewares.metacopy.MetaCopyDetectionMiddleware": None,
+        },
+    }
 
     def __init__(self, seeds: str | None = None, urls: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -106,6 +124,7 @@ class WebSpider(Spider):
         spider._emitted = BoundedSet(get_int(crawler.settings, "WEB_LINK_CACHE_SIZE", minimum=0))
         spider.max_redirects = get_int(crawler.settings, "REDIRECT_MAX_TIMES", minimum=0)
         spider.sitemaps = SitemapSettings.from_settings(crawler.settings)
+        set_feed_body(get_choice(crawler.settings, "FEED_PAGE_BODY", FeedBody))
         modules = get_dict(crawler.settings, "WEB_PAGE_MODULES")
         spider.modules = build_modules(crawler, [path for path, order in sorted(modules.items(), key=lambda kv: kv[1])
                                                  if order is not None])
@@ -117,33 +136,8 @@ class WebSpider(Spider):
         for url in self.seed_urls:
             yield Request(url, callback=self.parse)
 
-    def _item(self, response: Response) -> PageItem:
-        headers = response.headers
-        content_type = headers.get(b"Content-Type") or b""
-        item = PageItem(
-            url=response.url,
-            status=response.status,
-            headers=_pairs(headers),
-            body=response.body,
-            content_type=content_type.decode("latin-1"),
-            fetched_at=time.time(),
-            fetch_duration=response.meta.get("download_latency"),
-            depth=response.meta.get("depth", 0),
-            method=response.request.method if response.request else "GET",
-            request_headers=_pairs(response.request.headers) if response.request else [],
-            protocol=response.protocol or "HTTP/1.1",
-            reason=_reason(response.status),
-            ip_address=str(response.ip_address) if response.ip_address else None,
-            original_encoding=response.meta.get(ORIGINAL_ENCODING_META),
-        )
-        if response.status == 304:
-            revisit = response.meta.get(REVISIT_META)
-            if isinstance(revisit, dict) and isinstance(revisit.get("date"), str):
-                item.revalidated = revisit["date"]
-        return item
-
     def parse(self, response: Response) -> Iterator[Any]:
-        item = self._item(response)
+        item = page_item(response)
         headers = response.headers
         content_type = headers.get(b"Content-Type") or b""
         depth = item.depth
@@ -168,14 +162,14 @@ class WebSpider(Spider):
 
     def parse_resource(self, response: Response) -> Iterator[Any]:
         """A resource a page module asked for (an image...): recorded, not parsed."""
-        item = self._item(response)
+        item = page_item(response)
         item.module = response.meta.get(MODULE_META)
         item.callback = "parse_resource"
         yield item
 
     def parse_sitemap(self, response: Response) -> Iterator[Any]:
         """A sitemap (listed in robots.txt): follow its sitemaps or its URLs, with their lastmod."""
-        item = self._item(response)
+        item = page_item(response)
         item.callback = "parse_sitemap"
         stats = self.crawler.stats
         if response.status == 200 and response.body:

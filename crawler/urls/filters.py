@@ -12,9 +12,10 @@ rule                setting (default)
 scheme              ``URL_ALLOWED_SCHEMES`` (http, https)
 malformed           the URL cannot be normalized (:mod:`crawler.urls.normalize`)
 length              ``URL_MAX_LENGTH`` (2,048 characters, normalized)
-extension           ``URL_DENY_EXTENSIONS`` (images, media, archives, PDF, office
-                    documents...), minus ``URL_ALLOW_EXTENSIONS`` (a module that
-                    handles a type re-enables it there)
+extension           ``URL_DENY_EXTENSIONS`` (none; the web spider: images, media,
+                    archives, PDF, office documents...), minus
+                    ``URL_ALLOW_EXTENSIONS`` (a module that handles a type
+                    re-enables it there)
 blocked host        ``URL_BLOCKED_HOSTS`` and the file ``URL_BLOCKED_HOSTS_FILE``
                     (one host per line; a host blocks its subdomains too)
 blocked pattern     ``URL_BLOCKED_PATTERNS`` and the file ``URL_BLOCKED_PATTERNS_FILE``
@@ -37,12 +38,25 @@ from pathlib import Path
 
 from scrapy.settings import BaseSettings
 
-from crawler import defaults
 from crawler.exceptions import ConfigurationError
 from crawler.settings_parsing import get_int, get_list
 from crawler.urls.normalize import DEFAULT_CONFIG, NormalizationConfig, UrlError, normalize_url_parts
 
-DEFAULT_DENY_EXTENSIONS = tuple(defaults.URL_DENY_EXTENSIONS)
+#: The web spider's ``URL_DENY_EXTENSIONS``: what a broad crawl of pages does not enqueue.
+BROAD_CRAWL_DENY_EXTENSIONS = [
+    # images
+    "jpg", "jpeg", "png", "gif", "bmp", "tif", "tiff", "webp", "svg", "ico", "heic", "avif", "psd", "raw",
+    # audio and video
+    "mp3", "wav", "ogg", "oga", "flac", "aac", "m4a", "wma", "mp4", "m4v", "mkv", "webm", "avi", "mov", "wmv",
+    "flv", "mpg", "mpeg", "3gp",
+    # archives and binaries
+    "zip", "rar", "7z", "tar", "gz", "tgz", "bz2", "xz", "zst", "iso", "dmg", "exe", "msi", "bin", "apk", "deb",
+    "rpm", "jar",
+    # documents
+    "pdf", "doc", "docx", "xls", "xlsx", "ppt", "pptx", "odt", "ods", "odp", "rtf", "epub", "ps",
+    # fonts, styles and scripts
+    "woff", "woff2", "ttf", "otf", "eot", "css", "js",
+]
 
 
 class DropReason(StrEnum):
@@ -73,7 +87,7 @@ def _lines(path: str | None, setting: str) -> list[str]:
 class FilterConfig:
     allowed_schemes: frozenset[str] = frozenset({"http", "https"})
     max_length: int = 2048
-    deny_extensions: frozenset[str] = frozenset(DEFAULT_DENY_EXTENSIONS)
+    deny_extensions: frozenset[str] = frozenset()
     blocked_hosts: frozenset[str] = frozenset()
     blocked_patterns: re.Pattern[str] | None = None
     allowed_domains: frozenset[str] = frozenset()

@@ -1,0 +1,64 @@
+"""The archive of a crawl: the stages every fetched page goes through, whatever the spider yields.
+
+The archive stages are item pipelines (dedup, WARC, URL metadata, recrawl:
+``ITEM_PIPELINES``), opened and closed by Scrapy with the others. Each one
+joins its crawl's :class:`Archive` when it is built, so a page can go through
+them in their pipeline order two ways: as a :class:`~crawler.items.PageItem`
+a spider yields (the ``web`` spider's pages), or, for a response whose
+callback yields none (any other spider's: dicts, Items, nothing),
+through :class:`~crawler.middlewares.archive.ArchiveMiddleware`, which builds
+the page from the response and hands it to :meth:`Archive.process`. A
+team's own pipelines and feeds never see those pages.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
+
+from scrapy.exceptions import DropItem
+from scrapy.utils.misc import load_object
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+    from crawler.items import PageItem
+
+logger = logging.getLogger(__name__)
+
+_archives: WeakKeyDictionary[Crawler, Archive] = WeakKeyDictionary()
+
+
+class Archive:
+    def __init__(self, order: dict[type, int]) -> None:
+        self._order = order
+        self.stages: list[Any] = []
+
+    @classmethod
+    def for_crawler(cls, crawler: Crawler) -> Archive:
+        archive = _archives.get(crawler)
+        if archive is None:
+            order: dict[type, int] = {}
+            for path, number in crawler.settings.getwithbase("ITEM_PIPELINES").items():
+                if number is not None:
+                    order[load_object(path) if isinstance(path, str) else path] = int(number)
+            archive = _archives[crawler] = cls(order)
+        return archive
+
+    def join(self, stage: Any) -> None:
+        """A stage (an item pipeline with ``process_item``) joins, in its ``ITEM_PIPELINES`` order."""
+        self.stages.append(stage)
+        self.stages.sort(key=lambda s: self._order.get(type(s), 0))
+
+    async def process(self, page: PageItem) -> PageItem | None:
+        """Run ``page`` through every stage; ``None`` if a stage dropped it."""
+        for stage in self.stages:
+            try:
+                result = stage.process_item(page)
+                page = await result if inspect.isawaitable(result) else result
+            except DropItem as exc:
+                logger.debug("Archive: %s dropped %s (%s)", type(stage).__name__, page.url, exc)
+                return None
+        return page

@@ -1,0 +1,291 @@
+"""A team's own Scrapy project on the crawler: the add-on, installed with pip into a fresh venv.
+
+The project lives outside this repository (its own ``scrapy.cfg`` and
+settings with ``ADDONS``), has a plain spider with ``allowed_domains``, a
+``CrawlSpider`` and a scrapy-redis ``RedisSpider``, all yielding dicts, and
+keeps Scrapy's standard settings (``ROBOTSTXT_OBEY``, ``DOWNLOAD_DELAY``,
+``DEPTH_LIMIT``, ``FEEDS``). What it must get is checked from the mock web's
+log (robots.txt first on every host, nothing off-site, one request in flight
+per host and the delay between two, the depth limit) and from its outputs
+(the items exported, valid WARC files with a response record for each page).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from support.mockweb import WebSpec, host_ip, parse_page_path, politeness
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SPEC = WebSpec(hosts=5, sizes="uniform:40", fanout=3, nav=1, cross=1, filler_words=50, seed=3)
+DELAY = 0.2
+
+SETTINGS = '''
+BOT_NAME = "teamproj"
+SPIDER_MODULES = ["teamproj.spiders"]
+ADDONS = {"crawler.addon.CrawlerAddon": 0}
+USER_AGENT = "teambot/1.0 (+https://example.invalid/teambot)"
+# Scrapy's standard settings, as a project has them:
+ROBOTSTXT_OBEY = True
+DOWNLOAD_DELAY = %(delay)r
+DEPTH_LIMIT = 2
+FEEDS = {"items-%%(name)s.jsonl": {"format": "jsonlines"}}
+# The test's own: the mock web is on loopback; a small seen set; data here.
+ALLOW_PRIVATE_NETWORKS = True
+SEEN_EXPECTED_URLS = 100_000
+CRAWL_DATA_DIR = "crawl-data"
+REDIS_URL = %(redis)r
+MAX_IDLE_TIME_BEFORE_CLOSE = 3
+LOG_LEVEL = "INFO"
+'''
+
+SPIDERS = '''
+import scrapy
+from scrapy.linkextractors import LinkExtractor
+from scrapy.spiders import CrawlSpider, Rule
+from scrapy_redis.spiders import RedisSpider
+
+
+class TeamSpider(scrapy.Spider):
+    name = "team"
+
+    def __init__(self, start=None, domain=None, **kwargs):
+        super().__init__(**kwargs)
+        self.start_urls = [start] if start else []
+        self.allowed_domains = [domain] if domain else []
+
+    def parse(self, response):
+        yield {"url": response.url, "title": response.css("title::text").get(), "depth": response.meta.get("depth", 0)}
+        yield from response.follow_all(css="a", callback=self.parse)
+
+
+class RulesSpider(CrawlSpider):
+    name = "rules"
+
+    def __init__(self, start=None, domain=None, **kwargs):
+        self.start_urls = [start] if start else []
+        self.allowed_domains = [domain] if domain else []
+        self.rules = (Rule(LinkExtractor(), callback="parse_item", follow=True),)
+        super().__init__(**kwargs)
+
+    def parse_item(self, response):
+        yield {"url": response.url}
+
+
+class RedirectSpider(scrapy.Spider):
+    name = "redirect"
+
+    def __init__(self, start=None, **kwargs):
+        super().__init__(**kwargs)
+        self.start_urls = [start] if start else []
+
+    def parse(self, response):
+        yield {"url": response.url, "status": response.status, "redirect_urls": response.meta.get("redirect_urls")}
+
+
+class QueueSpider(RedisSpider):
+    name = "queue"
+
+    def __init__(self, domain=None, key=None, **kwargs):
+        super().__init__(**kwargs)
+        self.allowed_domains = [domain] if domain else []
+        self.redis_key = key
+
+    def parse(self, response):
+        yield {"url": response.url}
+        yield from response.follow_all(css="a", callback=self.parse)
+'''
+
+
+@pytest.fixture(scope="module")
+def team_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with the crawler pip-installed from this repository's files (as git sees them), and scrapy-redis."""
+    base = tmp_path_factory.mktemp("team")
+    source = base / "crawler-src"
+    tracked = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in tracked.decode().split("\0"):
+        if name and (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    scrapy_redis = next(line.strip() for line in (ROOT / "requirements-dev.txt").read_text().splitlines()
+                        if line.startswith("scrapy-redis=="))
+    install = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", str(source), scrapy_redis],
+        capture_output=True, text=True, timeout=900, check=False,
+    )
+    assert install.returncode == 0, install.stderr[-3000:]
+    return venv
+
+
+@pytest.fixture
+def team_project(tmp_path: Path, team_venv: Path, redis_server: Any) -> Path:
+    project = tmp_path / "teamproj-root"
+    (project / "teamproj" / "spiders").mkdir(parents=True)
+    (project / "scrapy.cfg").write_text("[settings]\ndefault = teamproj.settings\n")
+    (project / "teamproj" / "__init__.py").write_text("")
+    (project / "teamproj" / "settings.py").write_text(SETTINGS % {"delay": DELAY, "redis": redis_server.url})
+    (project / "teamproj" / "spiders" / "__init__.py").write_text(SPIDERS)
+    return project
+
+
+def scrapy(venv: Path, project: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "REDIS_URL", "SCRAPY_SETTINGS_MODULE")}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return subprocess.run([str(venv / "bin" / "scrapy"), *args], cwd=project, env=env, capture_output=True,
+                          text=True, timeout=timeout, check=False)
+
+
+def within_depth(host: int, limit: int) -> set[int]:
+    """The pages of ``host`` at most ``limit`` same-host links from its root (Scrapy's depth)."""
+    depth = {0: 0}
+    frontier = [0]
+    while frontier:
+        following = []
+        for page in frontier:
+            if depth[page] == limit:
+                continue
+            for other, child in SPEC.page_links(host, page):
+                if other == host and child not in depth:
+                    depth[child] = depth[page] + 1
+                    following.append(child)
+        frontier = following
+    return set(depth)
+
+
+def warc_responses(data: Path, venv: Path) -> set[str]:
+    """The target URIs of the response records of every WARC file, each file checked by ``warcio check``."""
+    from warcio.archiveiterator import ArchiveIterator
+
+    files = sorted(data.rglob("*.warc.gz"))
+    assert files, f"no WARC file under {data}"
+    uris = set()
+    for path in files:
+        check = subprocess.run([str(venv / "bin" / "warcio"), "check", str(path)], capture_output=True, text=True,
+                               check=False)
+        assert check.returncode == 0, check.stdout + check.stderr
+        with path.open("rb") as handle:
+            for record in ArchiveIterator(handle):
+                if record.rec_type == "response":
+                    uris.add(record.rec_headers.get_header("WARC-Target-URI"))
+    return uris
+
+
+def check_crawl(web: Any, result: subprocess.CompletedProcess[str], host: int, pages: set[int]) -> list[Any]:
+    """The crawl of one host: robots.txt first, nothing off-site, paced, exactly ``pages`` fetched."""
+    assert result.returncode == 0, result.stderr[-4000:]
+    entries = web.entries()
+    hosts = {entry.host for entry in entries}
+    assert hosts == {host_ip(host)}, f"off-site requests: {hosts - {host_ip(host)}}"
+    first = min(entries, key=lambda entry: entry.start)
+    assert first.path == "/robots.txt"
+    assert sum(entry.path == "/robots.txt" for entry in entries) == 1
+    fetched = [parse_page_path(entry.path) for entry in entries if entry.path != "/robots.txt"]
+    assert sorted(fetched) == sorted(pages), "each page of the depth limit once"
+    report = politeness(entries, min_gap=DELAY)
+    assert report.overlaps == 0 and report.short_gaps == 0, report
+    return entries
+
+
+def test_a_team_project_with_the_addon_crawls_politely_with_scrapys_behaviour(
+    team_project: Path, team_venv: Path, mockweb_factory: Any
+) -> None:
+    web = mockweb_factory(SPEC)
+    host = 0
+    assert any(other != host for page in range(SPEC.pages(host)) for other, _ in SPEC.page_links(host, page)), \
+        "the web must link off-site for the offsite check to mean something"
+    crawl_id = f"team{uuid.uuid4().hex[:8]}"
+    result = scrapy(team_venv, team_project, "crawl", "team", "-a", f"start={web.url(host)}",
+                    "-a", f"domain={host_ip(host)}", "-s", f"FRONTIER_CRAWL_ID={crawl_id}")
+    pages = within_depth(host, 2)
+    assert len(pages) < SPEC.pages(host), "DEPTH_LIMIT must cut the site for the check to mean something"
+    check_crawl(web, result, host, pages)
+    # Scrapy's standard settings were read, each said once.
+    assert "Scrapy setting: DOWNLOAD_DELAY = 0.2 read as FRONTIER_MIN_DELAY = 0.2" in result.stderr
+    # The items, as the spider yielded them (dicts), exported by the feed.
+    items = [json.loads(line) for line in (team_project / "items-team.jsonl").read_text().splitlines()]
+    assert sorted(parse_page_path(urlsplit(item["url"]).path) for item in items) == sorted(pages)
+    assert {item["depth"] for item in items} == {0, 1, 2}
+    assert all(item["title"].startswith(f"Host {host} page ") for item in items)
+    # Every response archived, though the spider yields only dicts.
+    uris = warc_responses(team_project / "crawl-data", team_venv)
+    assert {web.url(host, page) for page in pages} <= uris
+
+
+def test_a_crawlspider_and_a_redisspider_run_on_the_frontier(
+    team_project: Path, team_venv: Path, mockweb_factory: Any, redis_server: Any
+) -> None:
+    web = mockweb_factory(SPEC)
+    # CrawlSpider: its rules' requests go through the frontier (callbacks by name).
+    result = scrapy(team_venv, team_project, "crawl", "rules", "-a", f"start={web.url(1)}",
+                    "-a", f"domain={host_ip(1)}", "-s", f"FRONTIER_CRAWL_ID=rules{uuid.uuid4().hex[:8]}")
+    check_crawl(web, result, 1, within_depth(1, 2))
+    items = (team_project / "items-rules.jsonl").read_text().splitlines()
+    assert len(items) == len(within_depth(1, 2)) - 1, "parse_item for every page but the start URL"
+    # RedisSpider: start URLs pushed to its redis_key, as scrapy-redis users do.
+    key = f"queue{uuid.uuid4().hex[:8]}:start_urls"
+    redis_server.client().lpush(key, json.dumps({"url": web.url(2)}))
+    before = len(web.entries())
+    result = scrapy(team_venv, team_project, "crawl", "queue", "-a", f"domain={host_ip(2)}", "-a", f"key={key}",
+                    "-s", f"FRONTIER_CRAWL_ID=queue{uuid.uuid4().hex[:8]}")
+    assert result.returncode == 0, result.stderr[-4000:]
+    entries = web.entries()[before:]
+    by_host: dict[str, list[Any]] = defaultdict(list)
+    for entry in entries:
+        by_host[entry.host].append(entry)
+    assert set(by_host) == {host_ip(2)}
+    assert by_host[host_ip(2)][0].path == "/robots.txt"
+    assert sorted(parse_page_path(e.path) for e in entries if e.path != "/robots.txt") == sorted(within_depth(2, 2))
+
+
+def test_scrapys_commands_work_in_a_project_with_the_addon(
+    team_project: Path, team_venv: Path, mockweb_factory: Any
+) -> None:
+    web = mockweb_factory(SPEC)
+    url = web.url(3, 1)
+    fetched = scrapy(team_venv, team_project, "fetch", "--nolog", url)
+    assert fetched.returncode == 0 and "<title>Host 3 page 1</title>" in fetched.stdout, fetched.stderr[-3000:]
+    parsed = scrapy(team_venv, team_project, "parse", "--nolog", "--spider", "team", "-c", "parse", url)
+    assert parsed.returncode == 0 and "Host 3 page 1" in parsed.stdout, parsed.stderr[-3000:]
+    shell = scrapy(team_venv, team_project, "shell", "--nolog", "-c",
+                   f"fetch({url!r}) or response.css('title::text').get()")
+    assert shell.returncode == 0 and "Host 3 page 1" in shell.stdout, shell.stderr[-3000:]
+
+
+def test_a_redirect_is_followed_through_the_frontier_to_the_original_callback(
+    team_project: Path, team_venv: Path, mockweb_factory: Any
+) -> None:
+    web = mockweb_factory(WebSpec(hosts=2, sizes="uniform:3", fanout=1, nav=0, cross=0, extras=True))
+    moved = web.url(1) + "moved"
+    crawl = ("crawl", "redirect", "-a", f"start={moved}", "-s", f"FRONTIER_CRAWL_ID=redirect{uuid.uuid4().hex[:8]}")
+    result = scrapy(team_venv, team_project, *crawl)
+    assert result.returncode == 0, result.stderr[-4000:]
+    items = [json.loads(line) for line in (team_project / "items-redirect.jsonl").read_text().splitlines()]
+    assert items == [{"url": web.url(1, 1), "status": 200, "redirect_urls": [moved]}]
+    entries = sorted(web.entries(), key=lambda entry: entry.start)
+    assert [entry.path for entry in entries] == ["/robots.txt", "/moved", "/p/1"]
+    # The hop went back through the frontier: it waited for the host's delay.
+    assert politeness(entries, min_gap=DELAY).short_gaps == 0
+    # The same command again: the start URL and its redirect are fetched again, as Scrapy does (its
+    # start requests, and their redirects, skip the duplicate filter), but robots.txt is not (still
+    # shared); starting over forgets robots.txt too.
+    again = scrapy(team_venv, team_project, *crawl)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [entry.path for entry in web.entries()][3:] == ["/moved", "/p/1"]
+    over = scrapy(team_venv, team_project, *crawl, "-s", "FRONTIER_RESET_ON_START=True")
+    assert over.returncode == 0, over.stderr[-3000:]
+    assert "reset (FRONTIER_RESET_ON_START)" in over.stderr
+    assert [entry.path for entry in web.entries()][5:] == ["/robots.txt", "/moved", "/p/1"]
