@@ -109,6 +109,25 @@ class QueueSpider(RedisSpider):
 '''
 
 
+CONTRACT_SPIDER = '''
+import scrapy
+
+
+class ContractSpider(scrapy.Spider):
+    name = "contract"
+    start_urls = [%(url)r]
+
+    def parse(self, response):
+        """The page's title.
+
+        @url %(url)s
+        @returns items 1 1
+        @scrapes title
+        """
+        yield {"title": response.css("title::text").get()}
+'''
+
+
 @pytest.fixture(scope="module")
 def team_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with the crawler pip-installed from this repository's files (as git sees them), and scrapy-redis."""
@@ -263,6 +282,18 @@ def test_scrapys_commands_work_in_a_project_with_the_addon(
     shell = scrapy(team_venv, team_project, "shell", "--nolog", "-c",
                    f"fetch({url!r}) or response.css('title::text').get()")
     assert shell.returncode == 0 and "Host 3 page 1" in shell.stdout, shell.stderr[-3000:]
+    # runspider and check (a contract), with a spider of their own.
+    (team_project / "teamproj" / "spiders" / "contract.py").write_text(CONTRACT_SPIDER % {"url": url})
+    ran = scrapy(team_venv, team_project, "runspider", "teamproj/spiders/contract.py", "-o", "contract.jsonl")
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert json.loads((team_project / "contract.jsonl").read_text()) == {"title": "Host 3 page 1"}
+    checked = scrapy(team_venv, team_project, "check", "contract")
+    assert checked.returncode == 0 and "Ran 2 contracts" in checked.stderr and "OK" in checked.stderr, \
+        checked.stderr[-3000:]
+    # bench: Scrapy's own local site, politely (one host), until its timeout.
+    bench = scrapy(team_venv, team_project, "bench", "-s", "CLOSESPIDER_TIMEOUT=3")
+    assert bench.returncode == 0 and "'finish_reason': 'closespider_timeout'" in bench.stderr, bench.stderr[-3000:]
+    assert "'response_received_count'" in bench.stderr
 
 
 def test_a_redirect_is_followed_through_the_frontier_to_the_original_callback(
