@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import signal
 import socket
 import subprocess
@@ -55,8 +56,9 @@ def test_crawl_fetches_every_reachable_page_once_and_politely(
     spec = WebSpec(hosts=60, sizes="uniform:6", fanout=3, nav=2, cross=2, latency_ms=(5, 15, 30), extras=True)
     web = mockweb_factory(spec)
     seeds = write_seeds(tmp_path / "seeds.txt", web, range(0, 60, 3))
+    items = tmp_path / "items.jsonl"
     result = run_crawl(
-        "-a", f"seeds={seeds}",
+        "-a", f"seeds={seeds}", "-O", str(items),
         settings={
             "REDIS_URL": redis_server.url, "FRONTIER_CRAWL_ID": crawl_id, "FRONTIER_MIN_DELAY": 0.2,
             "FRONTIER_DELAY_FACTOR": 2, "CONCURRENT_REQUESTS": 16,
@@ -64,6 +66,11 @@ def test_crawl_fetches_every_reachable_page_once_and_politely(
     )
     assert_finished(result)
     expected = spec.reachable((h, 0) for h in range(0, 60, 3))
+    # `-O items.jsonl`: one JSON line per page (the redirects too), bodies omitted (FEED_PAGE_BODY).
+    exported = [json.loads(line) for line in items.read_text().splitlines()]
+    assert len(exported) == len(expected) + 60
+    assert all(item["body"] is None for item in exported)
+    assert {item["status"] for item in exported} == {200, 301}
     pages = fetched_pages(web)
     assert set(pages) == expected
     assert max(pages.values()) == 1
