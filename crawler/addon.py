@@ -142,8 +142,8 @@ class CrawlerAddon:
         apply(settings)
 
 
-def apply(settings: BaseSettings) -> None:
-    """Put the crawler in ``settings`` (what :class:`CrawlerAddon` does)."""
+def apply(settings: BaseSettings, *, log: bool = True) -> None:
+    """Put the crawler in ``settings`` (what :class:`CrawlerAddon` does); ``log``: say what it translated."""
     for name, replaceable in _REPLACEABLE.items():
         value = settings.get(name)
         if not isinstance(value, str):
@@ -158,7 +158,7 @@ def apply(settings: BaseSettings) -> None:
     for name in crawler_defaults.names():
         if name not in settings:
             settings.set(name, getattr(crawler_defaults, name), "default")
-    translate(settings)
+    translate(settings, log=log)
     settings.set("SCHEDULER", SCHEDULER, "addon")
     settings.set("DUPEFILTER_CLASS", DUPEFILTER, "addon")
     for name, value in SETTINGS.items():
@@ -193,5 +193,5 @@ def effective(settings: Settings | BaseSettings) -> BaseSettings:
     copy = settings.copy()
     if enabled(copy):
         CrawlerAddon.update_pre_crawler_settings(copy)
-        apply(copy)
+        apply(copy, log=False)
     return copy

@@ -136,8 +136,8 @@ def given(settings: BaseSettings, name: str) -> bool:
     return name in settings and (settings.getpriority(name) or 0) >= _GIVEN
 
 
-def translate(settings: BaseSettings) -> list[str]:
-    """Read the Scrapy settings of :data:`TABLE` that are given as the crawler's; the lines logged."""
+def translate(settings: BaseSettings, *, log: bool = True) -> list[str]:
+    """Read the Scrapy settings of :data:`TABLE` that are given as the crawler's; the lines (logged if ``log``)."""
     lines: list[str] = []
     for mapping in TABLE:
         if mapping.rule is None or not given(settings, mapping.scrapy):
@@ -154,7 +154,7 @@ def translate(settings: BaseSettings) -> list[str]:
             settings.set(name, new, priority)
         if mapping.neutral is not _NO_CHANGE and settings.get(mapping.scrapy) != mapping.neutral:
             settings.set(mapping.scrapy, mapping.neutral, priority)
-    for line in lines:
+    for line in lines if log else ():
         logger.warning("Scrapy setting: %s (docs: Scrapy's settings)", line)
     return lines
 
