@@ -24,6 +24,7 @@ from __future__ import annotations
 from importlib import resources
 from typing import NamedTuple
 
+from crawler.dedup.text import SIMHASH_VERSION
 from crawler.frontier.keys import SHARD_KEYS
 from crawler.metadata.record import RECORD_FIELDS, UrlRecord, UrlState
 
@@ -40,8 +41,10 @@ DEDUP_KEYS: dict[str, DedupKey] = {
     "pages": DedupKey("pages", "hash", "host -> pages checked"),
     "exact": DedupKey("exact", "hash", "host -> exact duplicates"),
     "near": DedupKey("near", "hash", "host -> near duplicates"),
-    "block": DedupKey("sh:", "set", "<i>:<16-bit block>: SimHashes with that block i (the near-duplicate index)"),
-    "simhash_url": DedupKey("shurl", "hash", "SimHash -> \"url\\tdate\" of the page that has it"),
+    # The near-duplicate index, per SimHash version (fingerprints of two versions are not comparable).
+    "block": DedupKey(f"sh{SIMHASH_VERSION}:", "set",
+                      "<i>:<16-bit block>: SimHashes with that block i (the near-duplicate index)"),
+    "simhash_url": DedupKey(f"shurl{SIMHASH_VERSION}", "hash", "SimHash -> \"url\\tdate\" of the page that has it"),
 }
 
 

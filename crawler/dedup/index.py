@@ -2,7 +2,7 @@
 
 Keys live under ``dedup:{<crawl id>}:``, outside the host-sharded frontier
 (a duplicate can come from any host): ``digest`` (payload digest -> first
-capture), ``sh:<block>:<value>`` (SimHash block sets), ``shurl`` (SimHash ->
+capture), ``sh2:<block>:<value>`` (SimHash block sets, per SimHash version), ``shurl2`` (SimHash ->
 URL), and per-host counters ``pages``, ``exact``, ``near``. Memory is about
 150 bytes per distinct payload and 350 per indexed SimHash.
 """
