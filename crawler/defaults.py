@@ -266,6 +266,10 @@ DEDUP_ENABLED = True
 # Near duplicates: SimHash distance at most this, over at most this many words.
 DEDUP_SIMHASH_DISTANCE = 3
 DEDUP_MAX_WORDS = 2000
+# Boilerplate removal before the SimHash: only text blocks of at least this
+# many words count (dates, banners, counters, session ids differ between
+# copies of a page); 0: every word. Pages with little long text use all of it.
+DEDUP_MIN_BLOCK_WORDS = 10
 # The URL metadata store: per URL its state, fetch time, status, digests, validators, change history.
 METADATA_ENABLED = True
 # A fetch counts as a change when its SimHash is further than this from the last one.

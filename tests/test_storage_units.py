@@ -15,7 +15,7 @@ from selectolax.lexbor import LexborHTMLParser
 from warcio.archiveiterator import ArchiveIterator
 from warcio.warcwriter import WARCWriter
 
-from crawler.dedup.text import hamming, simhash64, visible_text, words
+from crawler.dedup.text import content_words, hamming, simhash64, visible_text, words
 from crawler.metadata.store import UrlRecord, UrlState, digest8
 from crawler.warc.records import Fetch, RecordBuilder, RecordIds, payload_digest, stored_response_headers
 from crawler.warc.store import WarcStoreConfig
@@ -166,6 +166,24 @@ def test_visible_text_and_simhash() -> None:
     # The fingerprint is fixed by the features alone (version 2: XXH3 per 3-shingle).
     assert simhash64(["a", "b", "c", "d"]) == simhash64(["a", "b", "c", "d"])
     assert simhash64(["one", "two"]) != simhash64(["two", "three"])
+
+
+def test_boilerplate_is_left_out_of_the_fingerprint() -> None:
+    article = " ".join(f"word{i}" for i in range(60))
+    page = f"<html><body><p>Updated 2026-11-30 10:42</p><div>Sale 40 percent</div><p>{article}</p></body></html>"
+    copy = f"<html><body><p>Updated 2026-12-01 08:00</p><div>Sale 10 percent</div><p>{article}</p></body></html>"
+
+    def content(html: str, min_block_words: int = 10) -> list[str]:
+        tree = LexborHTMLParser(html.encode())
+        return content_words(tree, visible_text(tree), min_block_words=min_block_words)
+
+    assert content(page) == content(copy) == words(article)
+    assert simhash64(content(page)) == simhash64(content(copy))
+    assert content(page, min_block_words=0)[:2] == ["updated", "2026"], "0: every word"
+    # Little long text (a listing, text in bare divs): every visible word counts.
+    listing = "<html><body>" + "".join(f"<li>item {i}</li>" for i in range(30)) + "<p>" + article[:40] + "</p></body></html>"
+    assert content(listing)[:2] == ["item", "0"]
+    assert content("<html><body><div>" + article + "</div></body></html>") == words(article)
 
 
 def test_url_record_round_trip() -> None:

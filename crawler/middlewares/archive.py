@@ -24,7 +24,7 @@ from scrapy.exceptions import NotConfigured
 from selectolax.lexbor import LexborHTMLParser
 
 from crawler.archiving import Archive
-from crawler.dedup.text import simhash64, visible_text, words
+from crawler.dedup.text import content_words, simhash64, visible_text
 from crawler.items import PageItem, page_item
 from crawler.requestmeta import ROBOTS_META
 from crawler.settings_parsing import get_bool, get_int
@@ -40,17 +40,20 @@ _HTML_TYPES = (b"text/html", b"application/xhtml+xml")
 
 
 class ArchiveMiddleware:
-    def __init__(self, archive: Archive, stats: StatsCollector, max_words: int) -> None:
+    def __init__(self, archive: Archive, stats: StatsCollector, max_words: int, min_block_words: int = 10) -> None:
         self.archive = archive
         self.stats = stats
         self.max_words = max_words
+        self.min_block_words = min_block_words
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         if not get_bool(crawler.settings, "ARCHIVE_RESPONSES"):
             raise NotConfigured
         assert crawler.stats is not None
-        return cls(Archive.for_crawler(crawler), crawler.stats, get_int(crawler.settings, "DEDUP_MAX_WORDS", minimum=1))
+        settings = crawler.settings
+        return cls(Archive.for_crawler(crawler), crawler.stats, get_int(settings, "DEDUP_MAX_WORDS", minimum=1),
+                   get_int(settings, "DEDUP_MIN_BLOCK_WORDS", minimum=0))
 
     async def process_spider_output(self, response: Response, result: AsyncIterator[Any]) -> AsyncIterator[Any]:
         paged = False
@@ -79,7 +82,8 @@ class ArchiveMiddleware:
         item.callback = "response"
         content_type = (response.headers.get(b"Content-Type") or b"").split(b";", 1)[0].strip().lower()
         if content_type in _HTML_TYPES and response.body:
-            text = visible_text(LexborHTMLParser(response.body))
+            tree = LexborHTMLParser(response.body)
+            text = visible_text(tree)
             item.text = text
-            item.simhash = simhash64(words(text, self.max_words))
+            item.simhash = simhash64(content_words(tree, text, self.max_words, self.min_block_words))
         return item

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Self
 
-from crawler.dedup.text import simhash64, visible_text, words
+from crawler.dedup.text import content_words, simhash64, visible_text
 from crawler.settings_parsing import get_int
 
 if TYPE_CHECKING:
@@ -15,15 +15,18 @@ if TYPE_CHECKING:
 
 
 class TextModule:
-    def __init__(self, max_words: int) -> None:
+    def __init__(self, max_words: int, min_block_words: int = 10) -> None:
         self.max_words = max_words
+        self.min_block_words = min_block_words
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> Self:
-        return cls(get_int(crawler.settings, "DEDUP_MAX_WORDS", minimum=1))
+        settings = crawler.settings
+        return cls(get_int(settings, "DEDUP_MAX_WORDS", minimum=1),
+                   get_int(settings, "DEDUP_MIN_BLOCK_WORDS", minimum=0))
 
     def process(self, page: Page) -> Iterator[Request]:
         text = visible_text(page.tree)
         page.item.text = text
-        page.item.simhash = simhash64(words(text, self.max_words))
+        page.item.simhash = simhash64(content_words(page.tree, text, self.max_words, self.min_block_words))
         return iter(())
