@@ -26,6 +26,9 @@ REDIS_URL = None
 REDIS_CLUSTER_NODES = None
 # Seconds to wait for Redis (and for the embedded server to start).
 REDIS_CONNECT_TIMEOUT = 10.0
+# Connections a worker opens to one Redis server at most; a caller that finds
+# them all busy waits for one (up to REDIS_CONNECT_TIMEOUT), never fails.
+REDIS_MAX_CONNECTIONS = 64
 # Components wait out a Redis outage this long before giving up on an operation.
 REDIS_OUTAGE_TIMEOUT = 300.0
 # Backoff between retries during an outage.

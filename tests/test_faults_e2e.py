@@ -194,3 +194,35 @@ def test_redis_restart_workers_wait_and_continue(
                 assert lost not in out, out[-3000:]
     finally:
         server.stop()
+
+
+def test_hundreds_of_concurrent_redis_calls_wait_for_a_connection_instead_of_failing(
+    redis_server: RedisServer,
+) -> None:
+    """A worker has hundreds of requests in flight; their Redis calls share a bounded pool
+    (``REDIS_MAX_CONNECTIONS``): past it they wait for a connection, never "Too many connections"."""
+    import asyncio
+
+    from crawler.redisconn.config import RedisConfig
+    from crawler.redisconn.provider import RedisProvider
+
+    watcher = redis_server.client()
+    before = len(watcher.client_list())
+
+    async def burst() -> tuple[int, int]:
+        config = RedisConfig(redis_server.url, Path("unused"), "redis-server", 10.0, max_connections=8)
+        provider = RedisProvider(config)
+        client = await provider.client()
+        await client.delete("burst")
+        # BLPOP holds its connection for a moment: 300 of them at once need far more than 8.
+        await asyncio.gather(*(client.blpop([f"burst-none-{i}"], timeout=0.05) for i in range(300)))
+        await asyncio.gather(*(client.incr("burst") for _ in range(300)))
+        count = int(await client.get("burst"))
+        # The server's view: the connections this provider opened (nothing else runs meanwhile).
+        opened = len(watcher.client_list()) - before
+        await provider.close()
+        return count, opened
+
+    count, opened = asyncio.run(burst())
+    assert count == 300
+    assert 1 <= opened <= 8

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from scrapy.settings import BaseSettings
 
 from crawler.exceptions import ConfigurationError
-from crawler.settings_parsing import get_float, setting
+from crawler.settings_parsing import get_float, get_int, setting
 
 _SCHEMES = ("redis", "rediss", "unix")
 CLUSTER_SCHEME = "redis+cluster"
@@ -52,6 +52,8 @@ class RedisConfig:
     connect_timeout: float
     #: Nodes of a Redis Cluster to start from (empty: not a cluster).
     cluster_nodes: tuple[tuple[str, int], ...] = ()
+    #: Connections to one server a worker opens at most; more callers wait for one.
+    max_connections: int = 64
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, crawl_id: str) -> RedisConfig:
@@ -92,6 +94,7 @@ class RedisConfig:
             server_binary=str(setting(settings, "REDIS_SERVER_BINARY")),
             connect_timeout=get_float(settings, "REDIS_CONNECT_TIMEOUT", minimum=0.1),
             cluster_nodes=cluster_nodes,
+            max_connections=get_int(settings, "REDIS_MAX_CONNECTIONS", minimum=4),
         )
 
     def describe(self) -> str:

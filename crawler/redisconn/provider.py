@@ -16,7 +16,7 @@ import weakref
 from functools import cache
 from typing import TYPE_CHECKING
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.driver_info import DriverInfo
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -120,13 +120,19 @@ class RedisProvider:
             await self.embedded.start()
             atexit.register(self.embedded.stop_now)
             url = self.embedded.url
-        client = Redis.from_url(
+        # A blocking pool: with hundreds of requests in flight, a caller that finds every
+        # connection busy waits for one (up to the connect timeout) instead of failing
+        # with "Too many connections", which would read as an outage.
+        pool = BlockingConnectionPool.from_url(
             url,
+            max_connections=self.config.max_connections,
+            timeout=self.config.connect_timeout,
             decode_responses=False,
             driver_info=driver_info(),
             socket_connect_timeout=self.config.connect_timeout,
             health_check_interval=30,
         )
+        client = Redis.from_pool(pool)
         try:
             await client.ping()
         except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
