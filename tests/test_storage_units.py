@@ -9,17 +9,28 @@ import os
 import random
 import zlib
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from selectolax.lexbor import LexborHTMLParser
 from warcio.archiveiterator import ArchiveIterator
-from warcio.warcwriter import WARCWriter
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import BufferWARCWriter, WARCWriter
 
 from crawler.dedup.text import content_words, hamming, simhash64, visible_text, words
 from crawler.metadata.store import UrlRecord, UrlState, digest8
-from crawler.warc.records import Fetch, RecordBuilder, RecordIds, payload_digest, stored_response_headers
+from crawler.warc.records import (
+    Fetch,
+    RecordBuilder,
+    RecordIds,
+    RevisitProfile,
+    payload_digest,
+    stored_response_headers,
+    warc_date,
+)
 from crawler.warc.store import WarcStoreConfig
-from crawler.warc.writer import WarcFileWriter, recover_open_files, surt
+from crawler.warc.writer import WarcFileWriter, record_bytes, recover_open_files, surt
 
 GOLDEN = Path(__file__).parent / "golden" / "fetch.warc"
 
@@ -51,12 +62,93 @@ def sample_fetch(**changes: object) -> Fetch:
     return fetch
 
 
-def serialize(records: list[object]) -> bytes:
-    buffer = io.BytesIO()
-    writer = WARCWriter(buffer, gzip=False, warc_version="1.1")
-    for record in records:
-        writer.write_record(record)
-    return buffer.getvalue()
+def serialize(records: list[Any]) -> bytes:
+    return b"".join(record_bytes(record) for record in records)
+
+
+class WarcioReference:
+    """The records of a fetch built with warcio's own record builder and writer: the oracle for
+    crawler.warc.records, which writes the same bytes without warcio's objects."""
+
+    def __init__(self, ids: RecordIds) -> None:
+        self.ids = ids
+        self.factory = BufferWARCWriter(gzip=False, warc_version="WARC/1.1")
+
+    def headers(self, fetch: Fetch, record_id: str, **extra: str) -> dict[str, str]:
+        headers = {"WARC-Record-ID": record_id, "WARC-Date": warc_date(fetch.fetched_at)}
+        if fetch.ip_address:
+            headers["WARC-IP-Address"] = fetch.ip_address
+        headers.update(extra)
+        return headers
+
+    def records(self, fetch: Fetch, with_metadata: bool = True) -> bytes:
+        response_id = self.ids()
+        f = self.factory
+        http = StatusAndHeaders(f"{fetch.status} {fetch.reason}".strip(), stored_response_headers(fetch),
+                                protocol=fetch.protocol)
+        if fetch.revisit_of and fetch.revisit_profile is RevisitProfile.SERVER_NOT_MODIFIED:
+            main = f.create_warc_record(fetch.url, "revisit", payload=io.BytesIO(b""), length=0, http_headers=http,
+                                        warc_headers_dict=self.headers(fetch, response_id, **{
+                                            "WARC-Profile": fetch.revisit_profile.value,
+                                            "WARC-Refers-To-Target-URI": fetch.revisit_of[0],
+                                            "WARC-Refers-To-Date": fetch.revisit_of[1]}))
+        elif fetch.revisit_of:
+            main = f.create_revisit_record(fetch.url, payload_digest(fetch.payload), *fetch.revisit_of,
+                                           http_headers=http, warc_headers_dict=self.headers(fetch, response_id))
+        else:
+            main = f.create_warc_record(fetch.url, "response", payload=io.BytesIO(fetch.payload),
+                                        length=len(fetch.payload), http_headers=http,
+                                        warc_headers_dict=self.headers(fetch, response_id))
+        parts = urlsplit(fetch.url)
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        request_headers = list(fetch.request_headers)
+        if not any(name.lower() == "host" for name, _ in request_headers):
+            request_headers.insert(0, ("Host", parts.netloc))
+        request = f.create_warc_record(
+            fetch.url, "request", payload=io.BytesIO(b""), length=0,
+            http_headers=StatusAndHeaders(f"{fetch.method} {target} {fetch.protocol}", request_headers,
+                                          is_http_request=True),
+            warc_headers_dict=self.headers(fetch, self.ids(), **{"WARC-Concurrent-To": response_id}))
+        records = [request, main]
+        lines = ([f"fetchTimeMs: {int(fetch.fetch_duration * 1000)}"] if fetch.fetch_duration is not None else []) \
+            + [f"outlink: {link}" for link in fetch.outlinks]
+        if with_metadata and lines:
+            body = ("\r\n".join(lines) + "\r\n").encode("utf-8", "surrogateescape")
+            records.append(f.create_warc_record(
+                fetch.url, "metadata", payload=io.BytesIO(body), length=len(body),
+                warc_content_type="application/warc-fields",
+                warc_headers_dict=self.headers(fetch, self.ids(), **{"WARC-Concurrent-To": response_id})))
+        buffer = io.BytesIO()
+        writer = WARCWriter(buffer, gzip=False, warc_version="1.1")
+        for record in records:
+            writer.write_record(record)
+        return buffer.getvalue()
+
+
+@pytest.mark.parametrize("changes", [
+    {},
+    {"original_encoding": None, "response_headers": [("Content-Length", "32"), ("Content-Type", "text/plain")]},
+    {"payload": b"", "response_headers": [], "ip_address": None, "fetch_duration": None, "outlinks": []},
+    {"status": 404, "reason": "", "protocol": "HTTP/1.0", "method": "POST"},
+    {"revisit_of": ("http://www.example.test/first", "2023-11-14T22:13:20Z")},
+    {"revisit_of": ("http://www.example.test/a/page.html?x=1", "2023-11-13T10:00:00Z"), "status": 304,
+     "reason": "Not Modified", "payload": b"", "revisit_profile": RevisitProfile.SERVER_NOT_MODIFIED},
+    # Header values that are not ASCII (the crawler's URLs always are): warcio's %-encoding rule.
+    {"url": "https://xn--bcher-kva.example/%C3%BCber?q=%C3%BC",
+     "response_headers": [("Set-Cookie", "a=\u00fc; path=/"), ("Content-Disposition", "x\u00e9")]},
+    {"request_headers": [("Host", "other.test"), ("Referer", "http://www.example.test/")],
+     "outlinks": [f"http://www.example.test/{i}" for i in range(50)], "payload": bytes(range(256)) * 40},
+])
+def test_fetch_records_are_warcios_bytes(changes: dict[str, Any]) -> None:
+    fetch = sample_fetch(**changes)
+    for metadata in (True, False):
+        ours = serialize(fixed_builder().fetch_records(fetch, with_metadata=metadata))
+        counter = itertools.count(1)
+        reference = WarcioReference(RecordIds(lambda c=counter: f"<urn:uuid:00000000-0000-4000-8000-{next(c):012d}>"))
+        assert ours == reference.records(fetch, with_metadata=metadata)
+    # The dedup pipeline's digest, handed over, is the one written (not computed again).
+    given = sample_fetch(**changes, payload_digest=payload_digest(fetch.payload))
+    assert serialize(fixed_builder().fetch_records(given)) == serialize(fixed_builder().fetch_records(fetch))
 
 
 def test_record_builder_golden_bytes() -> None:

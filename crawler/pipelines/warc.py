@@ -111,6 +111,7 @@ class WarcPipeline:
             reason=item.reason, protocol=item.protocol, response_headers=item.headers, payload=item.body,
             fetched_at=item.fetched_at, original_encoding=item.original_encoding, ip_address=item.ip_address,
             outlinks=item.outlinks, fetch_duration=item.fetch_duration, revisit_of=item.duplicate_of,
+            payload_digest=item.payload_digest,
         )
         if item.revalidated is not None:
             fetch.revisit_of = (item.url, item.revalidated)

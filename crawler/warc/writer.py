@@ -47,7 +47,7 @@ from warcio.exceptions import ArchiveLoadFailed
 from warcio.recordloader import ArcWarcRecord
 from warcio.warcwriter import WARCWriter
 
-from crawler.warc.records import RecordBuilder
+from crawler.warc.records import RecordBuilder, WarcRecord
 
 #: zlib window bits for a gzip wrapper (one gzip member per call).
 _GZIP_WBITS = zlib.MAX_WBITS | 16
@@ -113,7 +113,7 @@ class WarcFileWriter:
         warcinfo = self.builder.warcinfo(name, self.warcinfo, self.clock())
         self._handle.write(encode_record(warcinfo, self.gzip_level).data)
 
-    def encode(self, records: list[ArcWarcRecord]) -> list[EncodedRecord]:
+    def encode(self, records: list[WarcRecord]) -> list[EncodedRecord]:
         """Serialise and gzip one fetch's records, one gzip member each (no I/O, no shared state)."""
         return [encode_record(record, self.gzip_level) for record in records]
 
@@ -135,7 +135,7 @@ class WarcFileWriter:
             self._handle.flush()
         return closed
 
-    def write(self, records: list[ArcWarcRecord]) -> list[ClosedFile]:
+    def write(self, records: list[WarcRecord]) -> list[ClosedFile]:
         """Encode and append one fetch (for callers without an event loop to spare)."""
         return self.append([self.encode(records)])
 
@@ -214,7 +214,7 @@ class IndexFields:
 
     key: str
     timestamp: str
-    fields: dict[str, str]
+    fields: dict[str, str | None]
 
     def line(self, offset: int, length: int, filename: str) -> str:
         fields = {**self.fields, "length": str(length), "offset": str(offset), "filename": filename}
@@ -229,21 +229,32 @@ class EncodedRecord:
     index: IndexFields | None
 
 
-def encode_record(record: ArcWarcRecord, gzip_level: int) -> EncodedRecord:
+def record_bytes(record: WarcRecord | ArcWarcRecord) -> bytes:
+    """A record serialised, uncompressed (a fetch's own, or warcio's for a warcinfo record)."""
+    if isinstance(record, WarcRecord):
+        return record.to_bytes()
+    buffer = io.BytesIO()
+    WARCWriter(buffer, gzip=False, warc_version="1.1").write_record(record)
+    return buffer.getvalue()
+
+
+def encode_record(record: WarcRecord | ArcWarcRecord, gzip_level: int) -> EncodedRecord:
     """One record serialised, then gzipped as a member of its own.
 
     Not warcio's gzip writer: it is fixed at level 9, several times slower than
     level 6 on HTML for a percent or two of size.
     """
-    buffer = io.BytesIO()
-    WARCWriter(buffer, gzip=False, warc_version="1.1").write_record(record)
-    with buffer.getbuffer() as view:
-        data = zlib.compress(view, gzip_level, wbits=_GZIP_WBITS)
-    index = _index_fields(record) if record.rec_type in ("response", "revisit") else None
+    data = zlib.compress(record_bytes(record), gzip_level, wbits=_GZIP_WBITS)
+    index = None
+    if isinstance(record, WarcRecord) and record.rec_type in ("response", "revisit"):
+        timestamp = "".join(ch for ch in record.date[:19] if ch.isdigit())
+        index = IndexFields(surt(record.url), timestamp, {"url": record.url, "mime": record.mime,
+                                                          "status": record.status, "digest": record.digest or None})
     return EncodedRecord(data, index)
 
 
 def _index_fields(record: ArcWarcRecord) -> IndexFields:
+    """The index entry of a record read back from a file (recovery)."""
     url = record.rec_headers.get_header("WARC-Target-URI")
     date = record.rec_headers.get_header("WARC-Date")
     http = record.http_headers
