@@ -265,10 +265,12 @@ def measure(label: str, web: Web, services: Services, commands: list[tuple[list[
                      run.window_cpu, steady_pages, high - low, web_cpu)
 
 
-#: The crawl path only (robots.txt, frontier, seen set): no storage pipelines,
-#: no text module (the issue's configuration for the comparison).
+#: The crawl path only (robots.txt, frontier, seen set): no storage stages, no
+#: text module (a breakdown row). The add-on merges its pipelines into
+#: ITEM_PIPELINES, so they are turned off by their own settings.
 CRAWL_ONLY = [
-    "-s", "ITEM_PIPELINES={}",
+    "-s", "WARC_ENABLED=False", "-s", "DEDUP_ENABLED=False", "-s", "METADATA_ENABLED=False",
+    "-s", "RECRAWL_ENABLED=False", "-s", "INDEX_GATE_ENABLED=False",
     "-s", 'WEB_PAGE_MODULES={"crawler.modules.links.LinksModule": 100}',
 ]
 
