@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import json
 import os
 import re
@@ -52,7 +51,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,7 +67,7 @@ from crawler.frontier.keys import FrontierKeys  # noqa: E402
 from crawler.frontier.seen import SeenConfig  # noqa: E402
 from crawler.frontier.store import Completion, EnqueueEntry, RedisFrontier, read_counts  # noqa: E402
 from crawler.urls import bloom_positions, exact_key, url_fingerprint  # noqa: E402
-from support.mockweb import LogEntry, WebSpec, free_port, host_ip, read_log, spec_arguments  # noqa: E402
+from support.mockweb import DelayAudit, LogEntry, WebSpec, delay_audit, free_port, host_ip, read_log, spec_arguments  # noqa: E402
 
 MIN_DELAY = 1.0  # the shipped FRONTIER_MIN_DELAY
 DELAY_FACTOR = 10.0  # the shipped FRONTIER_DELAY_FACTOR
@@ -139,41 +137,12 @@ class DeadWeb:
 
 
 @dataclass
-class Audit:
-    overlaps: int = 0
-    short_gaps: int = 0
-    checked: int = 0
-
-
-def audit(entries: list[LogEntry], min_delay: float, factor: float, crawl_delay_hosts: set[str]) -> Audit:
-    """Politeness from the server's log: one request at a time per host, start-to-start gaps at
-    least the delay in force (a lower bound of it: the server's own answer time stands for the
-    fetch time the crawler measured, which is never shorter)."""
-    by_host: dict[str, list[LogEntry]] = defaultdict(list)
-    for entry in entries:
-        by_host[entry.host].append(entry)
-    result = Audit()
-    for host, host_entries in by_host.items():
-        host_entries.sort(key=lambda e: e.start)
-        floor = CRAWL_DELAY if host in crawl_delay_hosts else 0.0
-        for before, after in itertools.pairwise(host_entries):
-            result.checked += 1
-            if after.start < before.end - TOLERANCE:
-                result.overlaps += 1
-                continue
-            delay = max(min_delay, floor, min(factor * (before.end - before.start), 300.0))
-            if after.start - before.start < delay - TOLERANCE:
-                result.short_gaps += 1
-    return result
-
-
-@dataclass
 class CrawlRun:
     label: str
     pages: int
     hosts_opened: int
     seconds: float
-    audit: Audit
+    audit: DelayAudit
     redis_cpu: float
     redis_memory: int
     final_progress: str
@@ -226,7 +195,8 @@ def crawl(label: str, web: DeadWeb, services: Services, seeds: Path, seconds: in
     factor = DELAY_FACTOR if "FRONTIER_DELAY_FACTOR=0" not in extra else 0.0
     min_delay = MIN_DELAY if "FRONTIER_MIN_DELAY=0" not in extra else 0.0
     crawl_delay_hosts = {host_ip(h) for h in range(web.spec.hosts) if h % 20 == 1}
-    report = audit(entries, min_delay, factor, crawl_delay_hosts)
+    report = delay_audit(entries, min_delay, factor,
+                         lambda host: CRAWL_DELAY if host in crawl_delay_hosts else 0.0, TOLERANCE)
     progress = [line for line in stderr.splitlines() if "Progress:" in line]
     final = progress[-1].split("Progress: ", 1)[-1] if progress else ""
     return CrawlRun(label, len(pages), len(opened), seconds_, report, redis_cpu, memory, final)

@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 import psutil  # noqa: E402
 import redis  # noqa: E402
 
-from support.mockweb import LogEntry, WebSpec, free_port, host_ip, politeness, read_log, spec_arguments  # noqa: E402
+from support.mockweb import LogEntry, WebSpec, delay_audit, free_port, host_ip, read_log, render_page, spec_arguments  # noqa: E402
 
 CONCURRENCY = 32
 
@@ -106,7 +106,13 @@ class RunResult:
 
     @property
     def pages_per_cpu_second(self) -> float:
-        return self.pages / self.cpu if self.cpu else 0.0
+        """Pages per CPU-second of the whole process tree: the workers and their redis-server."""
+        return self.pages / (self.cpu + self.redis_cpu) if self.cpu else 0.0
+
+    @property
+    def tree_ms_per_page(self) -> float:
+        """CPU per page of the workers and their redis-server (the mock web, the "other machines", apart)."""
+        return 1000 * (self.cpu + self.redis_cpu) / self.pages if self.pages else float("inf")
 
 
 def wait_port(host: str, port: int, timeout: float = 10.0) -> None:
@@ -246,7 +252,8 @@ def run_processes(commands: list[tuple[list[str], Path]], env: dict[str, str], s
 
 
 def measure(label: str, web: Web, services: Services, commands: list[tuple[list[str], Path]],
-            seconds: int) -> RunResult:
+            seconds: int, polite: bool = False) -> RunResult:
+    """One run; ``polite``: audit the shipped delay policy, else only overlapping requests to a host."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("REDIS_URL", None)
     before = len(web.entries())
@@ -258,39 +265,66 @@ def measure(label: str, web: Web, services: Services, commands: list[tuple[list[
     web_cpu = process_cpu(web.process.pid) - web_before
     entries = web.entries()[before:]
     seconds_ = max(e.end for e in entries) - min(e.start for e in entries) if entries else 0.0
-    report = politeness(entries, min_gap=0.0)
+    report = delay_audit(entries, MIN_DELAY, DELAY_FACTOR) if polite else delay_audit(entries, 0.0, 0.0)
     low, high = run.window
     steady_pages = sum(1 for e in entries if low <= e.end < high)
     return RunResult(label, len(entries), seconds_, run.cpu, redis_cpu, run.rss, report.overlaps, report.short_gaps,
                      run.window_cpu, steady_pages, high - low, web_cpu)
 
 
-#: The crawl path only (robots.txt, frontier, seen set): no storage stages, no
-#: text module (a breakdown row). The add-on merges its pipelines into
+#: The crawl path only (robots.txt, frontier, seen set, link extraction): no
+#: storage stages, no text module. The add-on merges its pipelines into
 #: ITEM_PIPELINES, so they are turned off by their own settings.
-CRAWL_ONLY = [
+CRAWL_ONLY = (
     "-s", "WARC_ENABLED=False", "-s", "DEDUP_ENABLED=False", "-s", "METADATA_ENABLED=False",
     "-s", "RECRAWL_ENABLED=False", "-s", "INDEX_GATE_ENABLED=False",
     "-s", 'WEB_PAGE_MODULES={"crawler.modules.links.LinksModule": 100}',
-]
+)
+#: Politeness off: the CPU-bound reference (a breakdown row, never the headline).
+DELAY_0 = ("-s", "FRONTIER_MIN_DELAY=0", "-s", "FRONTIER_DELAY_FACTOR=0")
+#: The shipped delay policy (crawler.defaults), for the politeness audit of the default runs.
+MIN_DELAY, DELAY_FACTOR = 1.0, 10.0
 
 
-def crawler_command(
-    seeds: Path, services: Services, crawl_id: str, seconds: int, full: bool = False, extra: tuple[str, ...] = ()
-) -> list[str]:
+def _stage(*enabled: str) -> tuple[str, ...]:
+    """Delays 0 and every stage off but those named (cumulative breakdown rows)."""
+    stages = {"text", "warc", "dedup", "metadata", "recrawl"}
+    off = stages - set(enabled)
+    args = list(DELAY_0)
+    names = {"warc": "WARC_ENABLED", "dedup": "DEDUP_ENABLED", "metadata": "METADATA_ENABLED"}
+    for stage in sorted(off):
+        if stage == "text":
+            args += ["-s", 'WEB_PAGE_MODULES={"crawler.modules.links.LinksModule": 100}']
+        elif stage == "recrawl":
+            args += ["-s", "RECRAWL_ENABLED=False", "-s", "INDEX_GATE_ENABLED=False"]
+        else:
+            args += ["-s", f"{names[stage]}=False"]
+    return tuple(args)
+
+
+#: One row per pipeline stage, each adding one to the row before, at delay 0.
+STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("crawl only (robots.txt, frontier, links)", _stage()),
+    ("+ visible text, SimHash", _stage("text")),
+    ("+ WARC", _stage("text", "warc")),
+    ("+ exact and near dedup", _stage("text", "warc", "dedup")),
+    ("+ URL metadata", _stage("text", "warc", "dedup", "metadata")),
+    ("+ recrawl, index gate (= full, delay 0)", _stage("text", "warc", "dedup", "metadata", "recrawl")),
+)
+
+
+def crawler_command(seeds: Path, services: Services, crawl_id: str, seconds: int, extra: tuple[str, ...] = ()) -> list[str]:
+    """``scrapy crawl web`` with the shipped settings but for what the mock web needs, and ``extra``."""
     return [
         sys.executable, "-m", "scrapy", "crawl", "web", "-a", f"seeds={seeds}",
         "-s", f"REDIS_URL={services.redis_url}", "-s", f"FRONTIER_CRAWL_ID={crawl_id}",
-        "-s", "FRONTIER_MIN_DELAY=0", "-s", "FRONTIER_DELAY_FACTOR=0",
-        "-s", f"CONCURRENT_REQUESTS={CONCURRENCY}", "-s", f"CLOSESPIDER_TIMEOUT={seconds}",
-        "-s", "LOG_LEVEL=INFO",
+        "-s", f"CLOSESPIDER_TIMEOUT={seconds}", "-s", "LOG_LEVEL=INFO",
         # The mock web is on loopback addresses; robots.txt stays on (404 here).
         "-s", "ALLOW_PRIVATE_NETWORKS=True",
         # A real identity, as a production crawl has (the placeholder adds a check).
         "-s", "USER_AGENT=benchbot/1.0 (+https://example.org/bench)",
         "-s", f"CRAWL_DATA_DIR={services.workdir / 'crawl-data'}",
         "-s", "SEEN_EXPECTED_URLS=1000000",
-        *([] if full else CRAWL_ONLY),
         *extra,
     ]
 
@@ -333,32 +367,61 @@ def cores_used(run: RunResult, workers: int) -> str:
 
 def print_table(results: list[RunResult]) -> None:
     header = (
-        f"{'run':<34} {'pages':>7} {'pages/s':>8} {'CPU ms/page':>11} {'steady ms/page':>14} {'pages/CPU-s':>11} "
-        f"{'redis ms/page':>13} {'peak RSS MB':>11} {'overlaps':>8} {'short gaps':>10}"
+        f"{'run':<52} {'pages':>6} {'pages/s':>7} {'CPU ms/page':>11} {'steady':>6} {'redis':>5} {'tree ms/page':>12} "
+        f"{'pages/CPU-s':>11} {'peak RSS MB':>11} {'overlaps':>8} {'short gaps':>10}"
     )
     print(header)
     print("-" * len(header))
     for r in results:
         print(
-            f"{r.label:<34} {r.pages:>7} {r.pages_per_second:>8.0f} {r.cpu_ms_per_page:>11.2f} "
-            f"{r.steady_ms_per_page:>14.2f} "
-            f"{r.pages_per_cpu_second:>11.0f} {r.redis_ms_per_page:>13.3f} {r.peak_rss_mb:>11.0f} "
-            f"{r.overlaps:>8} {r.short_gaps:>10}"
+            f"{r.label:<52} {r.pages:>6} {r.pages_per_second:>7.0f} {r.cpu_ms_per_page:>11.2f} "
+            f"{r.steady_ms_per_page:>6.2f} {r.redis_ms_per_page:>5.2f} {r.tree_ms_per_page:>12.2f} "
+            f"{r.pages_per_cpu_second:>11.0f} {r.peak_rss_mb:>11.0f} {r.overlaps:>8} {r.short_gaps:>10}",
+            flush=True,
         )
 
 
+def describe(spec: WebSpec) -> str:
+    """The web's shape: hosts, pages, and a page's mean size and links (from a sample of its pages)."""
+    sample = [(host, page) for host in range(0, spec.hosts, max(1, spec.hosts // 40))
+              for page in range(min(spec.pages(host), 25))]
+    size = statistics.mean(len(render_page(spec, host, page, 8000)) for host, page in sample)
+    links = statistics.mean(len(spec.page_links(host, page)) for host, page in sample)
+    return f"{spec.hosts} hosts ({spec.sizes}), {spec.total_pages()} pages of {size / 1000:.1f} KB, {links:.0f} links"
+
+
+#: The headline's webs: 2,000 hosts of Zipf-skewed sizes, pages of 5 KB with 12
+#: links, and pages like the real web's (30 KB of HTML, 60 links).
+def headline_webs(hosts: int) -> dict[str, WebSpec]:
+    return {
+        "5 KB/12 links": WebSpec(hosts=hosts, sizes="zipf:5000:1.0", fanout=4, nav=6, cross=2, filler_words=690),
+        "30 KB/60 links": WebSpec(hosts=hosts, sizes="zipf:5000:1.0", fanout=10, nav=40, cross=10,
+                                  filler_words=4150),
+    }
+
+
+def machine_ratio(seconds: float) -> float:
+    """``benchmarks/machine.py``'s bare ratio: two CPU-bound processes against one, nothing else running."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import machine  # a script beside this one
+
+    one, two = machine.run(1, seconds), machine.run(2, seconds)
+    print(f"machine.py: 1 process {one:,.0f} pages/s, 2 processes {two:,.0f} pages/s ({two / one:.2f}x)", flush=True)
+    return two / one
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description="crawler vs plain Scrapy throughput on the mock web")
+    parser = argparse.ArgumentParser(description="the crawler as shipped against plain Scrapy, on the mock web")
     parser.add_argument("--seconds", type=int, default=30, help="crawl time of each run")
     parser.add_argument("--hosts", type=int, default=2000)
-    parser.add_argument("--skip-plain", action="store_true", help="only the crawler runs")
-    parser.add_argument("--workers-only", action="store_true",
-                        help="only the two-workers-against-one block (and --compare-clients)")
+    parser.add_argument("--skip-plain", action="store_true", help="no plain Scrapy runs")
+    parser.add_argument("--skip-stages", action="store_true", help="no per-stage breakdown rows")
+    parser.add_argument("--workers-only", action="store_true", help="only the two-workers-against-one block")
     parser.add_argument("--pairs", type=int, default=1,
                         help="run the one-worker / two-workers pair this many times, alternated, and print the median "
                              "ratio (the machine's noise is about +-5%% per run)")
     parser.add_argument("--compare-clients", action="store_true",
-                        help="also crawl web (a) with FETCH_HTTP_CLIENT=aiohttp, after the lean client, side by side")
+                        help="also crawl the 5 KB web with FETCH_HTTP_CLIENT=aiohttp, side by side")
     args = parser.parse_args()
     if args.pairs < 1:
         parser.error("--pairs must be at least 1")
@@ -367,109 +430,91 @@ def main() -> None:
     plain_cwd = workdir / "plain"  # no scrapy.cfg here: plain Scrapy defaults
     plain_cwd.mkdir()
     services = Services(workdir)
-    shapes = {
-        "zipf": WebSpec(hosts=args.hosts, sizes="zipf:5000:1.0", fanout=10, nav=20, cross=10, filler_words=600),
-        "uniform": WebSpec(hosts=args.hosts, sizes="uniform:20", fanout=10, nav=20, cross=10, filler_words=600),
-    }
     results: list[RunResult] = []
-    ratios: list[str] = []
+    lines: list[str] = []
+
+    def crawl(label: str, spec_web: Web, seeds: Path, extra: tuple[str, ...] = (), workers: int = 1,
+              polite: bool = True) -> RunResult:
+        command = crawler_command(seeds, services, f"bench-{uuid.uuid4().hex[:8]}", args.seconds, extra)
+        run = measure(label, spec_web, services, [(command, ROOT)] * workers, args.seconds, polite=polite)
+        results.append(run)
+        print_table([run])
+        return run
+
     try:
-        for name, spec in ({} if args.workers_only else shapes).items():
-            print(f"web ({name}): {spec.hosts} hosts, {spec.total_pages()} pages, "
-                  f"~{spec.fanout + spec.nav + spec.cross} links/page", flush=True)
-            ours = plain = None
-            web = Web(spec, workdir / f"{name}-crawler.log")
+        for name, spec in ({} if args.workers_only else headline_webs(args.hosts)).items():
+            print(f"web {name}: {describe(spec)}", flush=True)
+            web = Web(spec, workdir / f"web-{len(results)}.log")
             try:
-                seeds = web.seeds(workdir / f"{name}-seeds.txt")
-                command = crawler_command(seeds, services, f"bench-{uuid.uuid4().hex[:8]}", args.seconds)
-                ours = measure(f"{name}: crawler, 1 worker", web, services, [(command, ROOT)], args.seconds)
-                results.append(ours)
-                print_table([ours])
-            finally:
-                web.stop()
-            if not args.skip_plain:
-                web = Web(spec, workdir / f"{name}-plain.log")
-                try:
-                    seeds = web.seeds(workdir / f"{name}-seeds.txt")
-                    plain = measure(f"{name}: plain Scrapy", web, services,
+                seeds = web.seeds(workdir / "seeds.txt")
+                ours = crawl(f"{name}: crawler, defaults (polite, full pipeline)", web, seeds)
+                plain = None
+                if not args.skip_plain:
+                    plain = measure(f"{name}: plain Scrapy follow-all", web, services,
                                     [(plain_command(seeds, args.seconds), plain_cwd)], args.seconds)
                     results.append(plain)
                     print_table([plain])
-                finally:
-                    web.stop()
-            if ours and plain:
-                ratios.append(
-                    f"{name}: crawler / plain Scrapy = {ours.pages_per_cpu_second / plain.pages_per_cpu_second:.2f}x "
-                    f"pages per CPU-second, {ours.pages_per_second / plain.pages_per_second:.2f}x pages/s, "
-                    f"{plain.steady_ms_per_page / ours.steady_ms_per_page:.2f}x in the steady window"
-                )
-        # Two workers against one on a Zipf web with twice the pages (the same
-        # hosts, each twice as large): two workers fetch most of web (a) within
-        # 40 s, and a web running dry (a few big hosts left, one request each
-        # at a time) would measure the web, not the workers.
-        spec = WebSpec(hosts=args.hosts, sizes="zipf:10000:1.0", fanout=10, nav=20, cross=10, filler_words=600)
-        print(f"web (zipf x2): {spec.hosts} hosts, {spec.total_pages()} pages", flush=True)
-        web = Web(spec, workdir / "zipf-two-workers.log")
-        try:
-            seeds = web.seeds(workdir / "zipf2-seeds.txt")
-            crawl_ratios: list[float] = []
-            steady_ratios: list[float] = []
-            for pair in range(args.pairs):
-                tag = f" #{pair + 1}" if args.pairs > 1 else ""
-                one = measure(f"zipf x2: crawler, 1 worker{tag}", web, services,
-                              [(crawler_command(seeds, services, f"bench-{uuid.uuid4().hex[:8]}", args.seconds),
-                                ROOT)], args.seconds)
-                crawl_id = f"bench-{uuid.uuid4().hex[:8]}"
-                two = measure(f"zipf x2: crawler, 2 workers{tag}", web, services,
-                              [(crawler_command(seeds, services, crawl_id, args.seconds), ROOT)] * 2, args.seconds)
-                results += [one, two]
-                print_table([one, two])
-                crawl_ratios.append(two.pages_per_second / one.pages_per_second)
-                steady_ratios.append(two.steady_pages_per_second / one.steady_pages_per_second)
-                ratios.append(
-                    f"zipf x2{tag}: 2 workers / 1 worker = {crawl_ratios[-1]:.2f}x pages/s over the "
-                    f"crawl, {steady_ratios[-1]:.2f}x in the steady window "
-                    f"({one.steady_pages_per_second:.0f} -> {two.steady_pages_per_second:.0f} pages/s)"
-                )
-                ratios.append(scaling_ceiling(one))
-                ratios += [cores_used(one, 1), cores_used(two, 2)]
-            if args.pairs > 1:
-                ratios.append(
-                    f"zipf x2: median of {args.pairs} pairs (one worker, then two, alternated): "
-                    f"{statistics.median(crawl_ratios):.2f}x over the crawl "
-                    f"({', '.join(f'{r:.2f}' for r in crawl_ratios)}), {statistics.median(steady_ratios):.2f}x "
-                    f"in the steady window ({', '.join(f'{r:.2f}' for r in steady_ratios)})"
-                )
-            if args.compare_clients:
-                aio = measure("zipf x2: crawler, aiohttp client", web, services,
-                              [(crawler_command(seeds, services, f"bench-{uuid.uuid4().hex[:8]}", args.seconds,
-                                                extra=("-s", "FETCH_HTTP_CLIENT=aiohttp")), ROOT)], args.seconds)
-                results.append(aio)
-                print_table([aio])
-                ratios.append(f"zipf x2: aiohttp client / lean client = {aio.steady_ms_per_page / one.steady_ms_per_page:.2f}x "
-                              f"steady CPU per page")
-        finally:
-            web.stop()
-        if not args.workers_only:
-            spec = shapes["zipf"]
-            web = Web(spec, workdir / "zipf-full.log")
-            try:
-                seeds = web.seeds(workdir / "zipf-seeds.txt")
-                full = measure("zipf: crawler + WARC, dedup, metadata", web, services,
-                               [(crawler_command(seeds, services, f"bench-{uuid.uuid4().hex[:8]}", args.seconds,
-                                                 full=True), ROOT)], args.seconds)
-                results.append(full)
-                print_table([full])
+                    lines.append(
+                        f"{name}: crawler (defaults) / plain Scrapy = "
+                        f"{ours.pages_per_cpu_second / plain.pages_per_cpu_second:.2f}x pages per CPU-second "
+                        f"(workers + redis-server: {ours.tree_ms_per_page:.2f} against {plain.tree_ms_per_page:.2f} ms "
+                        f"per page), {ours.pages_per_second / plain.pages_per_second:.2f}x pages/s"
+                    )
+                if name.startswith("5 KB") and not args.skip_stages:
+                    for label, extra in STAGES:
+                        crawl(f"{name}: {label}", web, seeds, extra, polite=False)
+                if name.startswith("5 KB") and args.compare_clients:
+                    aio = crawl(f"{name}: crawler, defaults, aiohttp client", web, seeds,
+                                ("-s", "FETCH_HTTP_CLIENT=aiohttp"))
+                    lines.append(f"{name}: aiohttp client / lean client = "
+                                 f"{aio.tree_ms_per_page / ours.tree_ms_per_page:.2f}x CPU per page")
             finally:
                 web.stop()
+        # Two workers against one, as shipped (polite, full pipeline), on a web
+        # of equal hosts large enough that neither runs it dry, beside the
+        # machine's own ceiling for two processes (benchmarks/machine.py).
+        spec = WebSpec(hosts=args.hosts, sizes="uniform:60", fanout=4, nav=6, cross=2, filler_words=690)
+        print(f"web for the workers: {describe(spec)}", flush=True)
+        web = Web(spec, workdir / "workers.log")
+        try:
+            seeds = web.seeds(workdir / "workers-seeds.txt")
+            crawl_ratios: list[float] = []
+            steady_ratios: list[float] = []
+            bare: list[float] = []
+            for pair in range(args.pairs):
+                tag = f" #{pair + 1}" if args.pairs > 1 else ""
+                one = crawl(f"workers: defaults, 1 worker{tag}", web, seeds)
+                two = crawl(f"workers: defaults, 2 workers{tag}", web, seeds, workers=2)
+                bare.append(machine_ratio(10.0))
+                crawl_ratios.append(two.pages_per_second / one.pages_per_second)
+                steady_ratios.append(two.steady_pages_per_second / one.steady_pages_per_second)
+                lines.append(
+                    f"workers{tag}: 2 workers / 1 = {crawl_ratios[-1]:.2f}x pages/s over the crawl, "
+                    f"{steady_ratios[-1]:.2f}x in the steady window ({one.steady_pages_per_second:.0f} -> "
+                    f"{two.steady_pages_per_second:.0f} pages/s); machine.py's bare 2 processes / 1 = {bare[-1]:.2f}x; "
+                    f"fraction of the bare ratio reached: {crawl_ratios[-1] / bare[-1]:.2f} over the crawl, "
+                    f"{steady_ratios[-1] / bare[-1]:.2f} in the steady window"
+                )
+                lines += [scaling_ceiling(one), cores_used(one, 1), cores_used(two, 2)]
+            if args.pairs > 1:
+                lines.append(
+                    f"workers: median of {args.pairs} pairs: {statistics.median(crawl_ratios):.2f}x over the crawl, "
+                    f"{statistics.median(steady_ratios):.2f}x in the steady window, bare "
+                    f"{statistics.median(bare):.2f}x"
+                )
+        finally:
+            web.stop()
     finally:
         services.stop()
     print()
-    print(f"Crawl time per run: {args.seconds} s; CONCURRENT_REQUESTS={CONCURRENCY}; delays 0; "
-          f"machine: {os.cpu_count()} CPUs")
+    print(f"Crawl time per run: {args.seconds} s; machine: {os.cpu_count()} CPUs; crawler: the shipped settings "
+          f"(politeness on: FRONTIER_MIN_DELAY {MIN_DELAY:g} s, FRONTIER_DELAY_FACTOR {DELAY_FACTOR:g}) but where a "
+          f"row says delay 0; plain Scrapy: CONCURRENT_REQUESTS={CONCURRENCY}, one request per domain")
+    print("CPU ms/page: the crawling processes, all their CPU over all their pages; steady: within a window inside the "
+          "crawl; redis: redis-server's; tree: workers + redis-server; pages/CPU-s: of the tree")
     print_table(results)
     print()
-    for line in ratios:
+    for line in lines:
         print(line)
     shutil.rmtree(workdir, ignore_errors=True)
 

@@ -23,7 +23,7 @@ Run as ``python -m support.mockweb --port 8000 --hosts 50 ...``. Modules:
 """
 
 
-from support.mockweb.log import LogEntry, PolitenessReport, politeness, read_log
+from support.mockweb.log import DelayAudit, LogEntry, PolitenessReport, delay_audit, politeness, read_log
 from support.mockweb.protocol import MockWebProtocol, SilentProtocol, free_port, serve_forever
 from support.mockweb.site import SPECIAL_PATHS, MockWebServer, Reply, Scenario
 from support.mockweb.web import (
@@ -42,6 +42,7 @@ from support.mockweb.web import (
 __all__ = [
     "SPECIAL_PATHS",
     "TINY_PNG",
+    "DelayAudit",
     "LogEntry",
     "MockWebProtocol",
     "MockWebServer",
@@ -50,6 +51,7 @@ __all__ = [
     "Scenario",
     "SilentProtocol",
     "WebSpec",
+    "delay_audit",
     "filler_text",
     "free_port",
     "host_index",
