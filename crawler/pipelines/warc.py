@@ -2,9 +2,8 @@
 
 Per item: a request record and a response record (or a revisit for a payload
 already archived, see the dedup pipeline), plus a metadata record (outlinks,
-fetch time; ``WARC_METADATA_RECORDS``). Records are built and serialised on
-the event loop, then gzipped and written by one worker thread, in order
-(compression runs beside the loop: zlib releases the GIL); the item completes (and its URL's lease is acked)
+fetch time; ``WARC_METADATA_RECORDS``). Records are built and written by one
+worker thread, in order; the item completes (and its URL's lease is acked)
 only after its records are written and flushed. Finished files go to the
 store (:mod:`crawler.warc.store`).
 """

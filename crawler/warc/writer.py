@@ -1,11 +1,9 @@
 """Rotating ``.warc.gz`` files with a CDXJ index beside each.
 
-Writing is split in two: :meth:`WarcFileWriter.encode` serialises a fetch's
-records (pure Python, no file state: the crawl runs it on the event loop, where
-it needs the GIL anyway) and :meth:`WarcFileWriter.append` gzips and writes
-them (zlib releases the GIL, and file I/O blocks: the crawl runs it in a
-thread, several fetches at a time, so compression runs beside the event loop
-on another core).
+Writing is split in two: :meth:`WarcFileWriter.encode` serialises and gzips a
+fetch's records (CPU only, no file state: the crawl runs it on the event loop,
+where it needs the GIL anyway) and :meth:`WarcFileWriter.append` does the file
+I/O (blocking: run it in a thread, several fetches at a time).
 
 A file is written as ``<name>.warc.gz.open`` in the spool directory, one gzip
 member per record, flushed before the fetches it holds count as stored (a
@@ -113,29 +111,24 @@ class WarcFileWriter:
         self._name = name
         self._index = []
         warcinfo = self.builder.warcinfo(name, self.warcinfo, self.clock())
-        self._handle.write(gzip_member(record_bytes(warcinfo), self.gzip_level))
+        self._handle.write(encode_record(warcinfo, self.gzip_level).data)
 
     def encode(self, records: list[WarcRecord]) -> list[EncodedRecord]:
-        """Serialise one fetch's records (no I/O, no shared state, no compression)."""
-        return [encode_record(record) for record in records]
+        """Serialise and gzip one fetch's records, one gzip member each (no I/O, no shared state)."""
+        return [encode_record(record, self.gzip_level) for record in records]
 
     def append(self, fetches: list[list[EncodedRecord]]) -> list[ClosedFile]:
-        """Gzip and append encoded fetches, one gzip member per record, each fetch whole in one file.
-
-        Flushed before it returns; returns the files closed by rotation.
-        """
+        """Append encoded fetches, each whole in one file; flushed; returns files closed by rotation."""
         closed = []
-        level = self.gzip_level
         for records in fetches:
             if self._handle is None:
                 self._open()
             assert self._handle is not None
             for record in records:
                 offset = self._handle.tell()
-                data = gzip_member(record.raw, level)
-                self._handle.write(data)
+                self._handle.write(record.data)
                 if record.index is not None:
-                    self._index.append(record.index.line(offset, len(data), self._name))
+                    self._index.append(record.index.line(offset, len(record.data), self._name))
             if self._handle.tell() >= self.max_size:
                 closed.append(self.close())
         if self._handle is not None:
@@ -230,9 +223,9 @@ class IndexFields:
 
 @dataclass(frozen=True, slots=True)
 class EncodedRecord:
-    """One record serialised (not yet gzipped), and its index entry if it has one."""
+    """One record as it goes into the file: a gzip member, and its index entry if it has one."""
 
-    raw: bytes
+    data: bytes
     index: IndexFields | None
 
 
@@ -245,24 +238,19 @@ def record_bytes(record: WarcRecord | ArcWarcRecord) -> bytes:
     return buffer.getvalue()
 
 
-def gzip_member(raw: bytes, gzip_level: int) -> bytes:
-    """``raw`` as one gzip member (zlib releases the GIL while it compresses).
+def encode_record(record: WarcRecord | ArcWarcRecord, gzip_level: int) -> EncodedRecord:
+    """One record serialised, then gzipped as a member of its own.
 
     Not warcio's gzip writer: it is fixed at level 9, several times slower than
     level 6 on HTML for a percent or two of size.
     """
-    return zlib.compress(raw, gzip_level, wbits=_GZIP_WBITS)
-
-
-def encode_record(record: WarcRecord | ArcWarcRecord) -> EncodedRecord:
-    """One record serialised, with its index entry (a response or a revisit has one)."""
-    raw = record_bytes(record)
+    data = zlib.compress(record_bytes(record), gzip_level, wbits=_GZIP_WBITS)
     index = None
     if isinstance(record, WarcRecord) and record.rec_type in ("response", "revisit"):
         timestamp = "".join(ch for ch in record.date[:19] if ch.isdigit())
         index = IndexFields(surt(record.url), timestamp, {"url": record.url, "mime": record.mime,
                                                           "status": record.status, "digest": record.digest or None})
-    return EncodedRecord(raw, index)
+    return EncodedRecord(data, index)
 
 
 def _index_fields(record: ArcWarcRecord) -> IndexFields:
