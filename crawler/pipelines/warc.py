@@ -2,10 +2,13 @@
 
 Per item: a request record and a response record (or a revisit for a payload
 already archived, see the dedup pipeline), plus a metadata record (outlinks,
-fetch time; ``WARC_METADATA_RECORDS``). Records are built and written by one
-worker thread, in order; the item completes (and its URL's lease is acked)
-only after its records are written and flushed. Finished files go to the
-store (:mod:`crawler.warc.store`).
+fetch time; ``WARC_METADATA_RECORDS``). Records are built, gzipped and
+appended to the open file on the event loop (appends into the page cache:
+a thread hand-off per batch cost more CPU than the writes); the item
+completes (and its URL's lease is acked) only after its records are written
+and flushed. A file that reaches ``WARC_MAX_SIZE`` is finished (``fsync``,
+CDXJ index, rename) by a worker thread, then goes to the store
+(:mod:`crawler.warc.store`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from crawler.redisconn.provider import crawl_id_for
 from crawler.settings_parsing import get_bool, get_float, get_int, setting
 from crawler.warc.records import Fetch, RecordBuilder, RevisitProfile
 from crawler.warc.store import Uploader, WarcStoreConfig, spooled_files
-from crawler.warc.writer import ClosedFile, EncodedRecord, WarcFileWriter, recover_open_files
+from crawler.warc.writer import ClosedFile, FullFile, WarcFileWriter, recover_open_files
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -56,8 +59,8 @@ class WarcPipeline:
         self.writer: WarcFileWriter | None = None
         self.uploader: Uploader | None = None
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warc-writer")
-        self._pending: list[tuple[list[EncodedRecord], asyncio.Future[None]]] = []
-        self._appender: asyncio.Future[None] | None = None
+        #: Full files being finished in the thread.
+        self._finishing: set[asyncio.Future[ClosedFile]] = set()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -111,42 +114,34 @@ class WarcPipeline:
             reason=item.reason, protocol=item.protocol, response_headers=item.headers, payload=item.body,
             fetched_at=item.fetched_at, original_encoding=item.original_encoding, ip_address=item.ip_address,
             outlinks=item.outlinks, fetch_duration=item.fetch_duration, revisit_of=item.duplicate_of,
-            payload_digest=item.payload_digest,
+            payload_digest=item.payload_digest, rendered=item.rendered_html,
         )
         if item.revalidated is not None:
             fetch.revisit_of = (item.url, item.revalidated)
             fetch.revisit_profile = RevisitProfile.SERVER_NOT_MODIFIED
         encoded = self.writer.encode(self.builder.fetch_records(fetch, with_metadata=self.metadata))
-        done = asyncio.get_running_loop().create_future()
-        self._pending.append((encoded, done))
-        if self._appender is None or self._appender.done():
-            self._appender = asyncio.ensure_future(self._append_pending())
-        await done
+        for full in self.writer.fill([encoded]):
+            self._finish(full)
         self.stats.inc_value("warc/revisit_records" if fetch.revisit_of else "warc/response_records")
         return item
 
-    async def _append_pending(self) -> None:
-        """Append what is pending in one call to the writer thread, until nothing is.
+    def _finish(self, full: FullFile) -> None:
+        """Finish a full file in the writer thread (fsync, index, rename), then hand it to the store."""
+        future = asyncio.get_running_loop().run_in_executor(self._thread, full.finish)
+        self._finishing.add(future)
+        future.add_done_callback(self._finished)
 
-        Items that arrive while the thread writes go together in the next call:
-        one thread hand-off per batch rather than per page (each hand-off costs
-        GIL contention the event loop pays for).
-        """
-        assert self.writer is not None
-        loop = asyncio.get_running_loop()
-        while self._pending:
-            batch, self._pending = self._pending, []
-            try:
-                closed = await loop.run_in_executor(self._thread, self.writer.append, [e for e, _ in batch])
-            except Exception as exc:  # every waiting item fails with it
-                for _, done in batch:
-                    if not done.done():
-                        done.set_exception(exc)
-                continue
-            self._hand_over(closed)
-            for _, done in batch:
-                if not done.done():
-                    done.set_result(None)
+    def _finished(self, future: asyncio.Future[ClosedFile]) -> None:
+        self._finishing.discard(future)
+        if future.cancelled():
+            return
+        exc = future.exception()
+        if exc is not None:
+            # The records were flushed to the spool file: the file is recovered at the next start.
+            self.stats.inc_value("warc/finish_errors")
+            logger.error("Could not finish a WARC file (it is recovered at the next start): %r", exc)
+            return
+        self._hand_over([future.result()])
 
     def _hand_over(self, closed: list[ClosedFile]) -> None:
         for finished in closed:
@@ -156,8 +151,8 @@ class WarcPipeline:
 
     async def close_spider(self) -> None:
         loop = asyncio.get_running_loop()
-        if self._appender is not None:
-            await self._appender
+        if self._finishing:
+            await asyncio.gather(*self._finishing, return_exceptions=True)
         if self.writer is not None:
             self._hand_over(await loop.run_in_executor(self._thread, self.writer.close_if_open))
         if self.uploader is not None:

@@ -1,9 +1,14 @@
 """Rotating ``.warc.gz`` files with a CDXJ index beside each.
 
-Writing is split in two: :meth:`WarcFileWriter.encode` serialises and gzips a
-fetch's records (CPU only, no file state: the crawl runs it on the event loop,
-where it needs the GIL anyway) and :meth:`WarcFileWriter.append` does the file
-I/O (blocking: run it in a thread, several fetches at a time).
+Writing is split in three: :meth:`WarcFileWriter.encode` serialises and gzips
+a fetch's records (CPU only, no file state); :meth:`WarcFileWriter.fill`
+appends encoded fetches to the open file and flushes it (writes into the
+operating system's page cache, microseconds: the crawl runs both on the event
+loop, where a hand-off to a thread per batch cost more CPU than the writes);
+a file that reaches ``WARC_MAX_SIZE`` comes back as a :class:`FullFile`,
+whose :meth:`~FullFile.finish` (``fsync``, the CDXJ index, the rename: the
+blocking part) the crawl runs in a thread. :meth:`WarcFileWriter.append` does
+it all in the calling thread.
 
 A file is written as ``<name>.warc.gz.open`` in the spool directory, one gzip
 member per record, flushed before the fetches it holds count as stored (a
@@ -70,6 +75,24 @@ class ClosedFile:
     index: Path
 
 
+@dataclass
+class FullFile:
+    """A WARC file no longer written to, to be finished (in a thread: it blocks on the disk)."""
+
+    handle: IO[bytes]
+    path: Path
+    name: str
+    #: (index fields, offset, length) of each indexed record.
+    index: list[tuple[IndexFields, int, int]]
+
+    def finish(self) -> ClosedFile:
+        """Flush and ``fsync`` the file, write its CDXJ index, rename it to its final name."""
+        self.handle.flush()
+        os.fsync(self.handle.fileno())
+        self.handle.close()
+        return _finish(self.path, [fields.line(offset, length, self.name) for fields, offset, length in self.index])
+
+
 class WarcFileWriter:
     def __init__(
         self,
@@ -94,7 +117,7 @@ class WarcFileWriter:
         self._handle: IO[bytes] | None = None
         self._path: Path | None = None
         self._name = ""
-        self._index: list[str] = []
+        self._index: list[tuple[IndexFields, int, int]] = []
         spool.mkdir(parents=True, exist_ok=True)
 
     @property
@@ -119,36 +142,42 @@ class WarcFileWriter:
 
     def append(self, fetches: list[list[EncodedRecord]]) -> list[ClosedFile]:
         """Append encoded fetches, each whole in one file; flushed; returns files closed by rotation."""
-        closed = []
+        return [full.finish() for full in self.fill(fetches)]
+
+    def fill(self, fetches: list[list[EncodedRecord]]) -> list[FullFile]:
+        """Append encoded fetches, each whole in one file, and flush; files that reached the size, to finish."""
+        full = []
         for records in fetches:
             if self._handle is None:
                 self._open()
-            assert self._handle is not None
+            handle = self._handle
+            assert handle is not None
+            index = self._index
             for record in records:
-                offset = self._handle.tell()
-                self._handle.write(record.data)
                 if record.index is not None:
-                    self._index.append(record.index.line(offset, len(record.data), self._name))
-            if self._handle.tell() >= self.max_size:
-                closed.append(self.close())
+                    index.append((record.index, handle.tell(), len(record.data)))
+                handle.write(record.data)
+            if handle.tell() >= self.max_size:
+                full.append(self.detach())
         if self._handle is not None:
             self._handle.flush()
-        return closed
+        return full
 
     def write(self, records: list[WarcRecord]) -> list[ClosedFile]:
         """Encode and append one fetch (for callers without an event loop to spare)."""
         return self.append([self.encode(records)])
 
-    def close(self) -> ClosedFile:
-        """Close the current file: rename it and write its CDXJ index."""
+    def detach(self) -> FullFile:
+        """Stop writing to the current file (the next fetch opens another); it is finished by the caller."""
         assert self._handle is not None and self._path is not None
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
-        self._handle.close()
-        closed = _finish(self._path, self._index)
+        full = FullFile(self._handle, self._path, self._name, self._index)
         self._handle = self._path = None
         self._index = []
-        return closed
+        return full
+
+    def close(self) -> ClosedFile:
+        """Close the current file: rename it and write its CDXJ index."""
+        return self.detach().finish()
 
     def close_if_open(self) -> list[ClosedFile]:
         return [self.close()] if self._handle is not None else []
