@@ -36,16 +36,17 @@ redis-server:
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq redis-server >/dev/null; }
 
-# Debian's chromium, for the test that renders the crawl report headless.
+# Debian's chromium: the crawl renders the hosts that need JavaScript with it (and a test
+# renders the crawl report). Playwright drives it; no browser is ever downloaded.
 chromium:
 	@command -v chromium >/dev/null || { \
-		echo "Installing chromium with apt-get (report rendering test)"; \
+		echo "Installing chromium with apt-get (rendering the hosts that need JavaScript)"; \
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 
 ## make crawl SEEDS=seeds.txt | make crawl URLS="https://a.example/ https://b.example/"
 ##   [USER_AGENT="mybot/1.0 (+https://example.org/bot)"] [ARGS="-s NAME=VALUE"]
-crawl: venv redis-server
+crawl: venv redis-server chromium
 	$(BIN)/scrapy crawl web \
 		$(if $(SEEDS),-a seeds=$(SEEDS)) \
 		$(if $(strip $(URLS)),-a urls=$(subst $(space),$(comma),$(strip $(URLS)))) \

@@ -94,6 +94,8 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         # Retries through the frontier with backoff and Retry-After.
         "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
         "crawler.middlewares.retry.RetryMiddleware": 550,
+        # Pages of hosts that need JavaScript, rendered in headless Chromium (after decompression).
+        "crawler.middlewares.render.RenderMiddleware": 570,
         "crawler.middlewares.fetchlimits.FetchLimitsMiddleware": 580,
         # Scrapy's decompression (bounded by DOWNLOAD_MAXSIZE), counting bombs.
         "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware": None,

@@ -199,6 +199,37 @@ DNS_CACHE_SIZE = 10_000
 # Names answered from this hosts(5) file without a lookup (an intranet, a test web).
 DNS_HOSTS_FILE = None
 
+# --- Rendering hosts that need JavaScript (crawler/render) ---------------------------
+# Detect pages built by JavaScript and render their hosts' pages in headless Chromium.
+RENDER_ENABLED = True
+# Hosts or domains (a domain covers its subdomains) always rendered / never rendered.
+RENDER_HOSTS: list[str] = []
+RENDER_NEVER_HOSTS: list[str] = []
+# Pages of a host sampled before it is marked static; how long a detected mark stands.
+RENDER_SAMPLE_PAGES = 3
+RENDER_MARK_TTL = 86400.0
+# A page needs a browser when it has scripts but less visible text than this
+# (characters) and fewer links than this (or an empty app root, or a noscript asking for JS).
+RENDER_DETECT_MIN_TEXT = 200
+RENDER_DETECT_MIN_LINKS = 3
+# The browser: Chromium's path (unset: chromium on the PATH), pages at once, seconds per
+# page, the JavaScript heap of a page (MB), the rendered DOM kept (bytes), pages before a restart.
+RENDER_BROWSER_PATH = ""
+RENDER_CONCURRENCY = 2
+RENDER_TIMEOUT = 30.0
+RENDER_JS_HEAP_MB = 256
+RENDER_MAX_DOM_BYTES = 5_000_000
+RENDER_BROWSER_MAX_PAGES = 200
+# Requests a rendered page may make (scripts, XHR, fetch; each paced by the politeness
+# delay), resource types aborted, and hosts besides the page's own it may ask (a CDN).
+RENDER_MAX_SUBREQUESTS = 30
+RENDER_BLOCKED_RESOURCE_TYPES = ["image", "media", "font", "stylesheet", "texttrack", "eventsource", "websocket",
+                                 "manifest", "other"]
+RENDER_SUBREQUEST_HOSTS: list[str] = []
+# Host marks kept by each worker, and for how long (seconds) before Redis is asked again.
+RENDER_CACHE_SIZE = 100_000
+RENDER_CACHE_SECONDS = 60.0
+
 # --- robots.txt (RFC 9309; crawler/robots) ------------------------------------------
 # Obey robots.txt (a host's robots.txt is then its first request).
 ROBOTS_ENABLED = True

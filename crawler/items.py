@@ -10,7 +10,7 @@ from enum import StrEnum
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
-from crawler.requestmeta import ORIGINAL_ENCODING_META, REVISIT_META
+from crawler.requestmeta import ORIGINAL_ENCODING_META, RENDERED_META, REVISIT_META
 
 if TYPE_CHECKING:
     from scrapy.http import Response
@@ -46,6 +46,10 @@ _FEED_BODY: Callable[[bytes], str | None] = _omit
 
 def _serialize_body(body: bytes) -> str | None:
     return _FEED_BODY(body)
+
+
+def _serialize_optional_body(body: bytes | None) -> str | None:
+    return None if body is None else _FEED_BODY(body)
 
 
 def set_feed_body(mode: FeedBody) -> None:
@@ -114,6 +118,8 @@ class PageItem:
     module: str | None = None
     #: The spider callback that made the item ("parse", "parse_sitemap", "parse_resource").
     callback: str = "parse"
+    #: The DOM after the page was rendered in a browser (UTF-8 HTML; None: not rendered).
+    rendered_html: bytes | None = field(default=None, metadata={"serializer": _serialize_optional_body})
 
 
 def _pairs(headers: Any) -> list[tuple[str, str]]:
@@ -141,6 +147,9 @@ def page_item(response: Response) -> PageItem:
         ip_address=str(response.ip_address) if response.ip_address else None,
         original_encoding=response.meta.get(ORIGINAL_ENCODING_META),
     )
+    rendered = response.meta.get(RENDERED_META)
+    if rendered is not None:
+        item.rendered_html = rendered.html
     if response.status == 304:
         revisit = response.meta.get(REVISIT_META)
         if isinstance(revisit, dict) and isinstance(revisit.get("date"), str):

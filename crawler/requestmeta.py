@@ -37,3 +37,8 @@ SITEMAP_LASTMOD_META = "sitemap_lastmod"
 ROBOTS_BYTES_META = "robots_bytes"
 #: The page module that asked for a request (its responses go back to it).
 MODULE_META = "module"
+#: Render this request's page in the browser (True) or never (False), whatever its host's mark.
+RENDER_META = "render"
+#: The rendered page (:class:`crawler.render.browser.RenderedPage`), set by the render
+#: middleware on a response it rendered (process-local).
+RENDERED_META = "rendered"

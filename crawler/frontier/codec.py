@@ -23,13 +23,13 @@ import msgpack
 from scrapy import Request, Spider
 
 from crawler.exceptions import CodecError, UnstorableCallbackError
-from crawler.requestmeta import CONTACTED_META, LEASE_META, VERBATIM_URL_META
+from crawler.requestmeta import CONTACTED_META, LEASE_META, RENDERED_META, VERBATIM_URL_META
 
 CODEC_VERSION = 1
 
 #: Meta keys that only make sense inside one process and are never stored.
 PROCESS_LOCAL_META = frozenset(
-    {LEASE_META, "download_slot", "download_latency", "_slot", VERBATIM_URL_META, CONTACTED_META}
+    {LEASE_META, "download_slot", "download_latency", "_slot", VERBATIM_URL_META, CONTACTED_META, RENDERED_META}
 )
 
 _SCALARS = (str, bytes, int, float, bool, type(None))

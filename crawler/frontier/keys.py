@@ -70,6 +70,8 @@ CRAWL_KEYS: dict[str, ShardKey] = {
     "totals": ShardKey("totals", "hash", "every worker's counters, summed"),
     "timeline": ShardKey("timeline", "list", "progress samples (msgpack), the newest 100,000"),
     "workers": ShardKey("workers", "zset", "worker -> when it last reported"),
+    "render": ShardKey("render", "hash", "host or domain -> render mark: on / off (an operator's), "
+                       "js:<until ms> / static:<until ms> (detected)"),
 }
 
 

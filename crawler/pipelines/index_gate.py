@@ -1,7 +1,8 @@
 """The gate in front of index consumers: only primary, non-duplicate pages pass.
 
 Duplicates are archived (the WARC pipeline runs before this gate) but not
-indexed: an exact duplicate (``duplicate_of`` another URL), a near duplicate
+indexed: an exact duplicate (``duplicate_of`` another URL; not for a page
+rendered in a browser, whose raw payload is the site's shell), a near duplicate
 (``near_duplicate_of``), a page whose rel="canonical" names another URL
 (``primary`` False), a non-HTML resource, and a non-200 answer stop here,
 counted in ``index/skipped/<reason>``. Pipelines after this one (order > 600)
@@ -39,7 +40,9 @@ class IndexGatePipeline:
             reason = "status"
         elif item.text is None:
             reason = "not_html"
-        elif item.duplicate_of is not None and item.duplicate_of[0] != item.url:
+        elif item.duplicate_of is not None and item.duplicate_of[0] != item.url and item.rendered_html is None:
+            # (A rendered page's raw payload is often one shell for the whole site: its
+            # content is the rendered DOM, judged by its SimHash below.)
             reason = "exact_duplicate"
         elif item.near_duplicate_of is not None:
             reason = "near_duplicate"

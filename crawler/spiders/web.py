@@ -155,7 +155,8 @@ class WebSpider(Spider):
                     # A redirect is not a step deeper: the target keeps the depth.
                     yield Request(target, callback=self.parse, meta={"depth": depth, "redirect_times": hops})
         elif content_type.split(b";", 1)[0].strip().lower() in _HTML_TYPES and response.body:
-            page = Page(response, LexborHTMLParser(response.body), item, self._follow)
+            # A page the render middleware rendered: its links and text come from the rendered DOM.
+            page = Page(response, LexborHTMLParser(item.rendered_html or response.body), item, self._follow)
             for module in self.modules:
                 yield from module.process(page)
         yield item

@@ -7,7 +7,10 @@ record (profile ``identical-payload-digest``, with ``WARC-Refers-To-Target-URI``
 and ``WARC-Refers-To-Date``) instead of a second copy; a ``304 Not Modified``
 answer to a conditional revisit is a ``revisit`` record of profile
 ``server-not-modified`` referring to the capture it revalidated; optionally a
-``metadata`` record (outlinks, fetch timing). ``warcinfo`` opens a file.
+``metadata`` record (outlinks, fetch timing); for a page rendered in a
+browser, a ``conversion`` record of the rendered DOM (``text/html``) that names
+the response (or revisit) record in ``WARC-Refers-To``. ``warcinfo`` opens a
+file.
 
 The payload is what the server sent, decompressed by the crawler when it came
 with a ``Content-Encoding``; then, as Common Crawl does, the original
@@ -88,6 +91,8 @@ class Fetch:
     revisit_profile: RevisitProfile = field(default_factory=lambda: RevisitProfile.IDENTICAL_PAYLOAD)
     #: The payload's digest when the caller has it already (the dedup pipeline's): not computed twice.
     payload_digest: str | None = None
+    #: The DOM after a browser rendered the page (UTF-8 HTML), if it was rendered.
+    rendered: bytes | None = None
 
 
 class RevisitProfile(Enum):
@@ -259,12 +264,23 @@ class RecordBuilder:
                  ("WARC-Payload-Digest", payload_digest(body))]
         return WarcRecord("metadata", warc, "application/warc-fields", b"", body)
 
+    def conversion(self, fetch: Fetch, refers_to: str, date: str) -> WarcRecord:
+        """The rendered DOM, derived from the record ``refers_to`` (WARC 1.1 ``conversion``)."""
+        assert fetch.rendered is not None
+        body = fetch.rendered
+        warc = [("WARC-Record-ID", self.ids()), ("WARC-Date", date), ("WARC-Refers-To", refers_to),
+                ("WARC-Type", "conversion"), ("WARC-Target-URI", fetch.url),
+                ("WARC-Payload-Digest", payload_digest(body))]
+        return WarcRecord("conversion", warc, "text/html; charset=utf-8", b"", body)
+
     def fetch_records(self, fetch: Fetch, with_metadata: bool = True) -> list[WarcRecord]:
-        """Request, response (or revisit), metadata: in the order they are written."""
+        """Request, response (or revisit), conversion, metadata: in the order they are written."""
         response_id = self.ids()
         date = warc_date(fetch.fetched_at)
         main = self.revisit(fetch, response_id, date) if fetch.revisit_of else self.response(fetch, response_id, date)
         records = [self.request(fetch, response_id, date), main]
+        if fetch.rendered is not None:
+            records.append(self.conversion(fetch, response_id, date))
         if with_metadata:
             metadata = self.metadata(fetch, response_id, date)
             if metadata is not None:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from dataclasses import dataclass
 from email.utils import formatdate, parsedate_to_datetime
+from urllib.parse import unquote
 
 from support.mockweb.web import (
     TINY_PNG,
     WebSpec,
+    filler_text,
     host_ip,
     near_duplicate_words,
     page_path,
@@ -62,11 +65,17 @@ class Scenario:
     the crawler's ``RECRAWL_TIME_SCALE``/``RECRAWL_TIME_EPOCH`` make it.
     Each answer has an ``ETag`` and a ``Last-Modified`` (simulated time);
     ``If-None-Match`` / ``If-Modified-Since`` that match get a ``304``.
+
+    js: ``{"hosts": [...], "evil": [...], "leak": "http://..."}``: the pages of
+    these hosts are application shells (an empty ``<div id="root">``, a
+    ``<noscript>``, ``/static/app.js``) whose script fetches
+    ``/api/page?path=<path>`` (JSON: title, text, links of the page in the
+    site graph) and builds the page's text and links. The script of an
+    ``evil`` host also asks for ``/private/data`` (robots.txt should forbid
+    it), for ``leak`` (another address) and for an image.
     """
 
     def __init__(self, path: str) -> None:
-        import json
-
         data = json.loads(open(path).read()) if path else {}
         self.robots: dict[int, dict[str, object]] = {int(k): v for k, v in data.get("robots", {}).items()}
         self.specials: dict[int, list[str]] = {int(k): v for k, v in data.get("specials", {}).items()}
@@ -83,6 +92,10 @@ class Scenario:
         self.change_period = float(changing.get("period", 3600.0))
         self.change_epoch = float(changing.get("epoch", 0.0))
         self.change_scale = float(changing.get("scale", 1.0))
+        js = data.get("js") or {}
+        self.js_hosts: set[int] = {int(h) for h in js.get("hosts", [])} | {int(h) for h in js.get("evil", [])}
+        self.evil_hosts: set[int] = {int(h) for h in js.get("evil", [])}
+        self.leak_url = str(js.get("leak", ""))
         self._change_times: dict[tuple[int, int], list[float]] = {}
         self._change_rngs: dict[tuple[int, int], random.Random] = {}
 
@@ -106,6 +119,30 @@ class Scenario:
         count = self.counts.get((host, path), 0)
         self.counts[(host, path)] = count + 1
         return count
+
+
+#: The page of a JavaScript host as the server sends it: no text, no links.
+JS_SHELL = (b"<!DOCTYPE html><html><head><meta charset='utf-8'><title>App</title>"
+            b"<script defer src='/static/app.js'></script></head><body><div id='root'></div>"
+            b"<noscript>You need to enable JavaScript to run this app.</noscript></body></html>")
+
+
+def js_app(evil: bool, leak: str) -> str:
+    """The script of a JavaScript host: fetch the page's data, build its text and links."""
+    extra = ""
+    if evil:
+        extra = (f"fetch('/private/data').catch(() => null); fetch({json.dumps(leak)}).catch(() => null);"
+                 "new Image().src = '/static/logo.png';")
+    return ("(async function () {" + extra +
+            "const r = await fetch('/api/page?path=' + encodeURIComponent(location.pathname));"
+            "const data = await r.json(); const root = document.getElementById('root');"
+            "const h = document.createElement('h1'); h.textContent = data.title; root.appendChild(h);"
+            "const p = document.createElement('p'); p.textContent = data.text; root.appendChild(p);"
+            "const ul = document.createElement('ul');"
+            "for (const href of data.links) { const li = document.createElement('li');"
+            " const a = document.createElement('a'); a.href = href; a.textContent = 'link ' + href;"
+            " li.appendChild(a); ul.appendChild(li); }"
+            "root.appendChild(ul); })();")
 
 
 class MockWebServer:
@@ -154,6 +191,10 @@ class MockWebServer:
             reply = self.respond_trap(host, trap or "farm", path)
             if reply is not None:
                 return reply
+        if host in self.scenario.js_hosts:
+            reply = self.respond_js(host, path)
+            if reply is not None:
+                return reply
         if path in self.scenario.specials.get(host, ()) or path.startswith(("/loop-", "/chain-")):
             return self.respond_special(host, path)
         page = parse_page_path(path)
@@ -183,6 +224,28 @@ class MockWebServer:
         for host in range(self.spec.hosts):
             for page in range(self.spec.pages(host)):
                 self.page(host, page)
+
+    def respond_js(self, host: int, path: str) -> Reply | None:
+        """A host whose pages are built by JavaScript (see :class:`Scenario`)."""
+        if path == "/static/app.js":
+            leak = self.scenario.leak_url.replace("{port}", str(self.port))
+            return Reply(200, "application/javascript", js_app(host in self.scenario.evil_hosts, leak).encode())
+        if path.startswith("/api/page?path="):
+            page = parse_page_path(unquote(path.split("=", 1)[1]))
+            if not 0 <= page < self.spec.pages(host):
+                return Reply(404, "application/json", b"{}")
+            links = []
+            for other, target in self.spec.page_links(host, page):
+                links.append(page_path(target) if other == host else f"http://{host_ip(other)}:{self.port}/")
+            data = {"title": f"Host {host} page {page}", "links": links,
+                    "text": filler_text(host, page, self.spec.seed, self.spec.filler_words)}
+            return Reply(200, "application/json", json.dumps(data).encode())
+        if path.startswith("/private/"):
+            return Reply(200, "application/json", b'{"secret": true}')
+        page = parse_page_path(path)
+        if 0 <= page < self.spec.pages(host):
+            return Reply(200, "text/html; charset=utf-8", JS_SHELL)
+        return None
 
     def respond_changing(self, host: int, path: str, headers: dict[str, str]) -> Reply | None:
         """Pages that change at known rates, with validators (see :class:`Scenario`)."""

@@ -1,0 +1,1 @@
+"""Rendering the hosts that need JavaScript: detection, marks, the browser, the gate of its requests."""

@@ -1,0 +1,162 @@
+"""Hosts that need JavaScript, rendered in headless Chromium, end to end.
+
+A mock web of static hosts and of hosts whose pages are application shells
+(their text and links are built by a script from a JSON API); one of those
+("evil") also asks for a path its robots.txt forbids, for another address and
+for an image. One crawl, then the server's own log, the stats and the WARC
+files are checked.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from support.mockweb import LogEntry, WebSpec, delay_audit, host_ip
+from tests.conftest import RedisServer, run_crawl, start_mockweb, stat
+
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("chromium") is None, reason="needs chromium")]
+
+STATIC = (0, 3, 4)
+JS = 1
+EVIL = 2
+PAGES = 4
+DELAY = 0.25
+LEAK = "127.99.0.1"
+ROBOTS = "User-agent: *\nDisallow: /private/\n"
+
+
+@pytest.fixture(scope="module")
+def render_crawl(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("render")
+    scenario = tmp / "scenario.json"
+    scenario.write_text(json.dumps({
+        "js": {"hosts": [JS], "evil": [EVIL], "leak": f"http://{LEAK}:{{port}}/leak"},
+        "robots": {str(JS): {"body": ROBOTS}, str(EVIL): {"body": ROBOTS}},
+    }))
+    spec = WebSpec(hosts=5, sizes=f"uniform:{PAGES}", fanout=2, nav=1, cross=0, latency_ms=(2.0,),
+                   scenario=str(scenario))
+    web = start_mockweb(spec, tmp / "mockweb.log")
+    seeds = tmp / "seeds.txt"
+    seeds.write_text("".join(web.url(host) + "\n" for host in range(spec.hosts)))
+    data = tmp / "crawl-data"
+    try:
+        result = run_crawl(
+            "-a", f"seeds={seeds}",
+            settings={
+                "REDIS_URL": redis_server.url, "FRONTIER_CRAWL_ID": "render", "CRAWL_DATA_DIR": str(data),
+                "FRONTIER_MIN_DELAY": DELAY, "FRONTIER_DELAY_FACTOR": 0,
+                # Only the mock web's addresses may be contacted: the leak's address may not.
+                "ALLOW_PRIVATE_NETWORKS": False, "PRIVATE_NETWORKS_ALLOWLIST": "127.20.0.0/16",
+                "RENDER_SUBREQUEST_HOSTS": LEAK, "RENDER_SAMPLE_PAGES": 2,
+                "CLOSESPIDER_TIMEOUT": 90, "LOG_LEVEL": "DEBUG",
+            },
+            timeout=180,
+        )
+        entries = web.entries()
+    finally:
+        web.stop()
+    records: list[dict[str, Any]] = []
+    for path in sorted(data.rglob("*.warc.gz")):
+        with open(path, "rb") as handle:
+            for record in ArchiveIterator(handle):
+                records.append({
+                    "type": record.rec_type, "url": record.rec_headers.get_header("WARC-Target-URI"),
+                    "id": record.rec_headers.get_header("WARC-Record-ID"),
+                    "refers_to": record.rec_headers.get_header("WARC-Refers-To"),
+                    "body": record.content_stream().read(),
+                })
+    return {"result": result, "entries": entries, "records": records, "port": web.port}
+
+
+def test_links_built_by_javascript_are_found_on_rendered_hosts(render_crawl: dict[str, Any]) -> None:
+    result = render_crawl["result"]
+    assert result.returncode == 0, result.stderr[-3000:]
+    entries: list[LogEntry] = render_crawl["entries"]
+    for host in (*STATIC, JS, EVIL):
+        pages = sorted(e.path for e in entries if e.host == host_ip(host) and e.path in ("/", "/p/1", "/p/2", "/p/3"))
+        # The shells link nowhere: /p/N of a JavaScript host is known only from its rendered DOM.
+        assert pages == ["/", "/p/1", "/p/2", "/p/3"], (host, pages)
+    assert stat(result, "render/rendered") == 2 * PAGES
+    assert stat(result, "render/browser_launches") == 1
+    assert stat(result, "render/marked/js") == 2
+    # Static hosts were sampled, marked static, and never rendered.
+    assert stat(result, "render/marked/static") == len(STATIC)
+    assert stat(result, "render/detected/no_scripts") >= 2 * len(STATIC)
+
+
+def test_the_browser_asks_only_for_what_robots_addresses_and_types_allow(render_crawl: dict[str, Any]) -> None:
+    result = render_crawl["result"]
+    entries: list[LogEntry] = render_crawl["entries"]
+    paths = [e.path for e in entries]
+    assert not [p for p in paths if p.startswith("/private/")], "robots.txt disallows /private/"
+    assert "/leak" not in paths, "the leak address is not in PRIVATE_NETWORKS_ALLOWLIST"
+    assert "/static/logo.png" not in paths, "images are not fetched"
+    # The scripts and their data calls were fetched, once per page.
+    for host in (JS, EVIL):
+        asked = [e.path for e in entries if e.host == host_ip(host)]
+        assert asked.count("/static/app.js") == PAGES
+        assert len([p for p in asked if p.startswith("/api/page?")]) == PAGES
+    assert stat(result, "render/subrequests/blocked_robots") == PAGES
+    assert stat(result, "render/subrequests/blocked_address") == PAGES
+    assert stat(result, "render/subrequests/blocked_type") == PAGES
+    assert stat(result, "render/subrequests/fetched") == 2 * 2 * PAGES
+
+
+def test_politeness_holds_for_the_browser_requests_too(render_crawl: dict[str, Any]) -> None:
+    by_host: dict[str, list[LogEntry]] = defaultdict(list)
+    for entry in render_crawl["entries"]:
+        by_host[entry.host].append(entry)
+    for host, entries in by_host.items():
+        audit = delay_audit(entries, DELAY, 0.0)
+        assert (audit.overlaps, audit.short_gaps) == (0, 0), host
+
+
+def test_the_rendered_dom_is_archived_beside_the_response(render_crawl: dict[str, Any]) -> None:
+    records = render_crawl["records"]
+    port = render_crawl["port"]
+    responses = {r["url"]: r for r in records if r["type"] in ("response", "revisit")}
+    conversions = [r for r in records if r["type"] == "conversion"]
+    rendered_urls = {f"http://{host_ip(h)}:{port}{p}" for h in (JS, EVIL) for p in ("/", "/p/1", "/p/2", "/p/3")}
+    assert {r["url"] for r in conversions} == rendered_urls
+    for conversion in conversions:
+        response = responses[conversion["url"]]
+        assert conversion["refers_to"] == response["id"]
+        assert b"<a href=" in conversion["body"] and b"<div id=\"root\">" in conversion["body"]
+    # The raw responses are the shells the server sent.
+    for url in rendered_urls:
+        if responses[url]["type"] == "response":
+            assert b"<div id='root'></div>" in responses[url]["body"]
+
+
+def test_rendered_pages_reach_the_index_by_their_rendered_text(render_crawl: dict[str, Any]) -> None:
+    result = render_crawl["result"]
+    # The shells are byte for byte the same (WARC revisits), yet every rendered page passes the
+    # index gate: its text and SimHash are the rendered DOM's, different on every page.
+    assert stat(result, "index/skipped/exact_duplicate") == 0
+    assert stat(result, "index/passed") == 5 * PAGES
+
+
+def test_no_browser_for_a_crawl_of_static_hosts(tmp_path: Path, redis_server: RedisServer) -> None:
+    spec = WebSpec(hosts=3, sizes="uniform:3", fanout=2, nav=1, cross=0)
+    web = start_mockweb(spec, tmp_path / "mockweb.log")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("".join(web.url(host) + "\n" for host in range(spec.hosts)))
+    try:
+        result = run_crawl("-a", f"seeds={seeds}", settings={
+            "REDIS_URL": redis_server.url, "FRONTIER_CRAWL_ID": "render-static", "FRONTIER_MIN_DELAY": 0.05,
+            "FRONTIER_DELAY_FACTOR": 0, "CLOSESPIDER_TIMEOUT": 60,
+        })
+    finally:
+        web.stop()
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert stat(result, "response_received_count") >= 3 * 3
+    assert stat(result, "render/browser_launches") == 0
+    assert stat(result, "render/rendered") == 0
+    assert stat(result, "render/marked/static") == 3
