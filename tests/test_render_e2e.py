@@ -20,6 +20,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from support.mockweb import LogEntry, WebSpec, delay_audit, host_ip
 from tests.conftest import RedisServer, run_crawl, start_mockweb, stat
+from tests.test_ops import frontier_command
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("chromium") is None, reason="needs chromium")]
 
@@ -160,3 +161,77 @@ def test_no_browser_for_a_crawl_of_static_hosts(tmp_path: Path, redis_server: Re
     assert stat(result, "render/browser_launches") == 0
     assert stat(result, "render/rendered") == 0
     assert stat(result, "render/marked/static") == 3
+
+
+def test_an_operator_forces_rendering_on_and_off(tmp_path: Path, redis_server: RedisServer) -> None:
+    """RENDER_HOSTS / RENDER_NEVER_HOSTS win over detection; ``scrapy frontier render`` lists and changes marks."""
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(json.dumps({"js": {"hosts": [JS]}}))
+    spec = WebSpec(hosts=2, sizes="uniform:3", fanout=2, nav=1, cross=0, scenario=str(scenario))
+    web = start_mockweb(spec, tmp_path / "mockweb.log")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("".join(web.url(host) + "\n" for host in range(spec.hosts)))
+    settings: dict[str, object] = {"REDIS_URL": redis_server.url, "FRONTIER_CRAWL_ID": "render-forced"}
+    try:
+        result = run_crawl("-a", f"seeds={seeds}", settings={
+            **settings, "FRONTIER_MIN_DELAY": 0.05, "FRONTIER_DELAY_FACTOR": 0, "CLOSESPIDER_TIMEOUT": 60,
+            "RENDER_HOSTS": host_ip(0), "RENDER_NEVER_HOSTS": host_ip(JS),
+        })
+        entries = web.entries()
+    finally:
+        web.stop()
+    assert result.returncode == 0, result.stderr[-3000:]
+    # The static host is rendered because the operator says so; the JavaScript host never is,
+    # so its links stay invisible and only its root is fetched.
+    assert stat(result, "render/rendered") == 3
+    assert sorted(e.path for e in entries if e.host == host_ip(JS)) == ["/", "/robots.txt"]
+    assert stat(result, "render/detected/empty_app_root") == 0  # a forced host is not sampled
+
+    listed = frontier_command("render", settings=settings)
+    assert listed.returncode == 0, listed.stderr
+    assert f"{host_ip(0)}\ton (operator)" in listed.stdout and f"{host_ip(JS)}\toff (operator)" in listed.stdout
+    changed = frontier_command("render", "auto", host_ip(JS), settings=settings)
+    assert changed.returncode == 0 and "rendered as detected" in changed.stdout
+    assert host_ip(JS) not in frontier_command("render", settings=settings).stdout
+    wrong = frontier_command("render", "sometimes", "example.org", settings=settings)
+    assert wrong.returncode != 0
+
+
+HOSTILE = ("never_settles", "allocate", "busy", "popup", "download", "scroll")
+
+
+def test_hostile_pages_are_bounded_and_the_crawl_goes_on(tmp_path: Path, redis_server: RedisServer) -> None:
+    """A page that never settles, allocates without end, loops, opens popups, downloads, scrolls forever:
+    each render ends within its limits, is counted, and every page is still archived as fetched."""
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(json.dumps({"js": {"hostile": {str(i): kind for i, kind in enumerate(HOSTILE)}}}))
+    spec = WebSpec(hosts=len(HOSTILE), sizes="uniform:1", fanout=1, nav=0, cross=0, scenario=str(scenario))
+    web = start_mockweb(spec, tmp_path / "mockweb.log")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("".join(web.url(host) + "\n" for host in range(spec.hosts)))
+    data = tmp_path / "crawl-data"
+    try:
+        result = run_crawl("-a", f"seeds={seeds}", settings={
+            "REDIS_URL": redis_server.url, "FRONTIER_CRAWL_ID": "render-hostile", "CRAWL_DATA_DIR": str(data),
+            "FRONTIER_MIN_DELAY": 0.1, "FRONTIER_DELAY_FACTOR": 0, "CLOSESPIDER_TIMEOUT": 120,
+            "RENDER_TIMEOUT": 6, "RENDER_JS_HEAP_MB": 32, "RENDER_CONCURRENCY": 3, "RENDER_MAX_SUBREQUESTS": 10,
+        }, timeout=240)
+        entries = web.entries()
+    finally:
+        web.stop()
+    assert result.returncode == 0, result.stderr[-3000:]
+    tried = stat(result, "render/rendered") + sum(v for k, v in result.stats.items() if k.startswith("render/failed/"))
+    assert tried == len(HOSTILE), result.stats
+    # Every page is archived as fetched, rendered or not.
+    responses = []
+    for path in sorted(data.rglob("*.warc.gz")):
+        with open(path, "rb") as handle:
+            responses += [r.rec_headers.get_header("WARC-Target-URI") for r in ArchiveIterator(handle)
+                          if r.rec_type in ("response", "revisit")]
+    assert sorted(responses) == sorted(web.url(host) for host in range(spec.hosts))
+    paths = [e.path for e in entries]
+    assert "/file.bin" not in paths, "the browser downloads nothing"
+    assert len([p for p in paths if p.startswith("/api/ping")]) <= 10, "the per-page budget holds"
+    assert stat(result, "render/timeout") + stat(result, "render/failed/no_dom") >= 1  # never_settles, busy
+    assert stat(result, "render/popups_closed") >= 1
+    assert stat(result, "render/subrequests/blocked_budget") >= 1

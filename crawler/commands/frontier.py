@@ -9,6 +9,8 @@ Subcommands::
     scrapy frontier drain [--resume]          stop handing out URLs: workers finish and close
     scrapy frontier reset --crawl-id X --yes  delete one crawl's keys (its own namespace only)
     scrapy frontier report [--out FILE]       write the crawl report
+    scrapy frontier render [on|off|auto HOST...]  render hosts (or domains) always / never /
+                                              as detected; alone: list every mark
 
 The crawl is chosen by ``--crawl-id`` or ``FRONTIER_CRAWL_ID`` (default
 ``web``); the Redis by ``REDIS_URL`` / ``REDIS_CLUSTER_NODES``; without them,
@@ -48,6 +50,9 @@ from crawler.policy.politeness import PolitenessKey
 from crawler.policy.priority import PriorityPolicy
 from crawler.redisconn.config import RedisConfig
 from crawler.redisconn.provider import RedisProvider
+from crawler.render.marks import Mark
+from crawler.render.marks import force as force_render
+from crawler.render.marks import listing as render_marks
 from crawler.requestmeta import RETRY_META, THROTTLED_META
 from crawler.seeds import load_seeds
 from crawler.urls.filters import FilterConfig, UrlFilter
@@ -57,7 +62,9 @@ if TYPE_CHECKING:
 
     from crawler.redisconn.link import AnyRedis
 
-SUBCOMMANDS = ("stats", "seed", "hosts", "dead-letters", "drain", "reset", "report")
+SUBCOMMANDS = ("stats", "seed", "hosts", "dead-letters", "drain", "reset", "report", "render")
+#: ``scrapy frontier render on|off|auto``: an operator's mark, or back to detection.
+RENDER_ACTIONS = {"on": Mark.ON, "off": Mark.OFF, "auto": None}
 
 
 
@@ -75,7 +82,7 @@ class Command(ScrapyCommand):
         return f"{{{'|'.join(SUBCOMMANDS)}}} [options]"
 
     def short_desc(self) -> str:
-        return "Inspect or act on a crawl's frontier (stats, seed, hosts, dead-letters, drain, reset, report)"
+        return "Inspect or act on a crawl's frontier (stats, seed, hosts, dead-letters, drain, reset, report, render)"
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
@@ -90,7 +97,9 @@ class Command(ScrapyCommand):
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if not args or args[0] not in SUBCOMMANDS:
             raise UsageError(f"expected a subcommand: {', '.join(SUBCOMMANDS)}")
-        if args[0] != "seed" and len(args) > 1:
+        if args[0] == "render" and len(args) > 1 and (args[1] not in RENDER_ACTIONS or len(args) < 3):
+            raise UsageError("render takes no arguments (list the marks), or on|off|auto and hosts or domains")
+        if args[0] not in ("seed", "render") and len(args) > 1:
             raise UsageError(f"{args[0]} takes no arguments")
         if args[0] == "seed" and len(args) < 2:
             raise UsageError("seed needs a seeds file or URLs")
@@ -273,6 +282,28 @@ class Command(ScrapyCommand):
         path = Path(opts.out or f"report-{router.crawl_id}.html")
         await write_report(Timeline(client, router.crawl_id), client, router, router.crawl_id, path)
         print(f"wrote {path}")
+
+    async def _render(self, client: AnyRedis, router: ShardRouter, config: FrontierConfig, args: list[str],
+                      opts: argparse.Namespace) -> None:
+        key = router.crawl_keys.crawl_key("render")
+        if not args:
+            marks = await render_marks(client, key)
+            now = time.time()
+            for name, mark in marks.items():
+                if mark.mark.forced:
+                    print(f"{name}\t{mark.mark.value} (operator)")
+                elif mark.stands(now):
+                    print(f"{name}\t{mark.mark.value} (detected, for {mark.until - now:.0f} s more)")
+                else:
+                    print(f"{name}\t{mark.mark.value} (detected, expired: sampled again)")
+            if not marks:
+                print(f"crawl {router.crawl_id!r}: no render marks")
+            return
+        action, names = RENDER_ACTIONS[args[0]], args[1:]
+        for name in names:
+            await force_render(client, key, name, action)
+        what = {Mark.ON: "always rendered", Mark.OFF: "never rendered", None: "rendered as detected"}[action]
+        print(f"crawl {router.crawl_id!r}: {', '.join(names)} {what} (workers see it within RENDER_CACHE_SECONDS)")
 
 
 def _url_of(blob: bytes) -> str:

@@ -198,8 +198,15 @@ class BrowserPool:
         document_headers = _document_headers(headers)
 
         async def route(route: Route, request: BrowserRequest) -> None:
-            navigation = request.is_navigation_request() and request.frame.parent_frame is None
-            decision = await gate.decide(request.url, request.resource_type, navigation)
+            try:
+                navigation = request.is_navigation_request() and request.frame.parent_frame is None
+            except PlaywrightError:
+                navigation = True  # a popup's first navigation: its frame is not there yet
+            try:
+                decision = await gate.decide(request.url, request.resource_type, navigation)
+            except Exception as exc:  # a check that failed (Redis, DNS): not fetched
+                logger.debug("Sub-request %s of %s not checked: %r", request.url, url, exc)
+                decision = Decision.BLOCKED_HOST
             counts[decision] = counts.get(decision, 0) + 1
             try:
                 if decision is Decision.DOCUMENT:
@@ -224,9 +231,9 @@ class BrowserPool:
         timed_out = False
         try:
             await context.route("**/*", route)
-            context.on("page", self._close_popup)
             page = await context.new_page()
-            page.on("dialog", lambda dialog: self._spawn(dialog.dismiss()))
+            page.on("popup", self._close_popup)
+            page.on("dialog", lambda dialog: self._spawn(_quietly(dialog.dismiss())))
             crashed = asyncio.Event()
             page.on("crash", lambda _page: crashed.set())
             deadline = started + self.config.timeout
@@ -258,14 +265,10 @@ class BrowserPool:
             raise RenderFailed("dom_too_large", f"the rendered DOM has {len(data)} bytes, over RENDER_MAX_DOM_BYTES")
         return RenderedPage(data, time.monotonic() - started, counts, timed_out)
 
-    def _close_popup(self, page: Any) -> None:
+    def _close_popup(self, popup: Any) -> None:
         """A page opened by the page (window.open, target=_blank): closed at once."""
-        self._spawn(self._close_if_popup(page))
-
-    async def _close_if_popup(self, page: Any) -> None:
-        if await page.opener() is not None:
-            self.stats.inc_value("render/popups_closed")
-            await page.close()
+        self.stats.inc_value("render/popups_closed")
+        self._spawn(_quietly(popup.close()))
 
     async def close(self) -> None:
         browsers = [b for b in (self._browser, *self._retired) if b is not None]
@@ -278,6 +281,14 @@ class BrowserPool:
             except Exception as exc:
                 logger.debug("Stopping Playwright: %s", exc)
             self._playwright = None
+
+
+async def _quietly(coroutine: Any) -> None:
+    """Await a browser call whose failure does not matter (its page or context is gone)."""
+    try:
+        await coroutine
+    except Exception as exc:
+        logger.debug("Browser call after its page went away: %s", exc)
 
 
 #: Headers that describe the bytes as they travelled, not the decoded body given to the browser.

@@ -72,7 +72,13 @@ class Scenario:
     ``/api/page?path=<path>`` (JSON: title, text, links of the page in the
     site graph) and builds the page's text and links. The script of an
     ``evil`` host also asks for ``/private/data`` (robots.txt should forbid
-    it), for ``leak`` (another address) and for an image.
+    it), for ``leak`` (another address) and for an image. ``hostile``:
+    ``{"<host>": kind}``, a JavaScript host whose script, after building the
+    page, misbehaves: ``never_settles`` (a request every 50 ms, forever),
+    ``allocate`` (memory without end), ``busy`` (a loop that never returns),
+    ``popup`` (opens a window), ``download`` (navigates to a binary file),
+    ``scroll`` (an infinite scroll: more content whenever the page is scrolled,
+    and it scrolls itself).
     """
 
     def __init__(self, path: str) -> None:
@@ -96,6 +102,8 @@ class Scenario:
         self.js_hosts: set[int] = {int(h) for h in js.get("hosts", [])} | {int(h) for h in js.get("evil", [])}
         self.evil_hosts: set[int] = {int(h) for h in js.get("evil", [])}
         self.leak_url = str(js.get("leak", ""))
+        self.hostile: dict[int, str] = {int(h): str(kind) for h, kind in js.get("hostile", {}).items()}
+        self.js_hosts |= set(self.hostile)
         self._change_times: dict[tuple[int, int], list[float]] = {}
         self._change_rngs: dict[tuple[int, int], random.Random] = {}
 
@@ -127,7 +135,20 @@ JS_SHELL = (b"<!DOCTYPE html><html><head><meta charset='utf-8'><title>App</title
             b"<noscript>You need to enable JavaScript to run this app.</noscript></body></html>")
 
 
-def js_app(evil: bool, leak: str) -> str:
+#: What a hostile host's script does once the page is built (see :class:`Scenario`).
+HOSTILE_SCRIPTS = {
+    "never_settles": "setInterval(() => fetch('/api/ping?' + Math.random()).catch(() => null), 50);",
+    "allocate": "const hoard = []; setTimeout(() => { for (;;) { hoard.push(new Array(1e6).fill(hoard.length)); } }, 0);",
+    "busy": "setTimeout(() => { for (;;) {} }, 0);",
+    "popup": "window.open('/p/0', '_blank'); window.open('/api/ping?popup', 'other');",
+    "download": "setTimeout(() => { location.href = '/file.bin'; }, 0);",
+    "scroll": ("let n = 0; window.addEventListener('scroll', () => { const d = document.createElement('p');"
+               " d.textContent = 'more ' + (n++); d.style.height = '2000px'; root.appendChild(d); });"
+               " setInterval(() => window.scrollTo(0, document.body.scrollHeight), 10);"),
+}
+
+
+def js_app(evil: bool, leak: str, hostile: str = "") -> str:
     """The script of a JavaScript host: fetch the page's data, build its text and links."""
     extra = ""
     if evil:
@@ -142,7 +163,7 @@ def js_app(evil: bool, leak: str) -> str:
             "for (const href of data.links) { const li = document.createElement('li');"
             " const a = document.createElement('a'); a.href = href; a.textContent = 'link ' + href;"
             " li.appendChild(a); ul.appendChild(li); }"
-            "root.appendChild(ul); })();")
+            "root.appendChild(ul);" + HOSTILE_SCRIPTS.get(hostile, "") + "})();")
 
 
 class MockWebServer:
@@ -229,7 +250,13 @@ class MockWebServer:
         """A host whose pages are built by JavaScript (see :class:`Scenario`)."""
         if path == "/static/app.js":
             leak = self.scenario.leak_url.replace("{port}", str(self.port))
-            return Reply(200, "application/javascript", js_app(host in self.scenario.evil_hosts, leak).encode())
+            script = js_app(host in self.scenario.evil_hosts, leak, self.scenario.hostile.get(host, ""))
+            return Reply(200, "application/javascript", script.encode())
+        if path == "/file.bin":
+            return Reply(200, "application/octet-stream", bytes(range(256)) * 64,
+                         "Content-Disposition: attachment; filename=file.bin\r\n")
+        if path.startswith("/api/ping"):
+            return Reply(200, "application/json", b"{}")
         if path.startswith("/api/page?path="):
             page = parse_page_path(unquote(path.split("=", 1)[1]))
             if not 0 <= page < self.spec.pages(host):
