@@ -29,6 +29,7 @@ from scrapy.utils.python import global_object_name
 from crawler import defaults as crawler_defaults
 from crawler.exceptions import ConfigurationError
 from crawler.scrapysettings import translate
+from crawler.secrets import install as install_redaction
 
 if TYPE_CHECKING:
     from scrapy.settings import Settings
@@ -161,6 +162,8 @@ def apply(settings: BaseSettings, *, log: bool = True) -> None:
         if name not in settings:
             settings.set(name, getattr(crawler_defaults, name), "default")
     translate(settings, log=log)
+    # Before Scrapy logs "Overridden settings": no secret of these settings reaches a log.
+    install_redaction(settings)
     settings.set("SCHEDULER", SCHEDULER, "addon")
     settings.set("DUPEFILTER_CLASS", DUPEFILTER, "addon")
     for name, value in SETTINGS.items():

@@ -24,6 +24,9 @@ from typing import Any
 REDIS_URL = None
 # host:port,host:port of a Redis Cluster (setting or environment variable).
 REDIS_CLUSTER_NODES = None
+# A file whose first line is the Redis password (or the environment variable of this
+# name): keeps it off command lines, Scrapyd's job list and logs (a password in REDIS_URL wins).
+REDIS_PASSWORD_FILE = None
 # Seconds to wait for Redis (and for the embedded server to start).
 REDIS_CONNECT_TIMEOUT = 10.0
 # Connections a worker opens to one Redis server at most; a caller that finds

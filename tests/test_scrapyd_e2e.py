@@ -6,6 +6,7 @@ jobs import the crawler (and load its Lua scripts) from the deployed egg only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -49,8 +50,9 @@ class Scrapyd:
             return json.loads(reply.read())  # type: ignore[no-any-return]
 
 
-@pytest.fixture
-def scrapyd(tmp_path: Path) -> Iterator[Scrapyd]:
+@contextlib.contextmanager
+def scrapyd_server(tmp_path: Path) -> Iterator[Scrapyd]:
+    """A real Scrapyd on a free port, its directories under ``tmp_path``."""
     directory = tmp_path / "scrapyd"
     directory.mkdir()
     port = free_port()
@@ -73,6 +75,12 @@ def scrapyd(tmp_path: Path) -> Iterator[Scrapyd]:
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+@pytest.fixture
+def scrapyd(tmp_path: Path) -> Iterator[Scrapyd]:
+    with scrapyd_server(tmp_path) as server:
+        yield server
 
 
 def deploy(scrapyd: Scrapyd, tmp_path: Path) -> str:

@@ -31,6 +31,7 @@ from crawler.middlewares.identity import check_identity
 from crawler.policy.backoff import BackoffPolicy
 from crawler.redisconn.config import RedisConfig
 from crawler.robots.policy import RobotsConfig
+from crawler.secrets import redact, redact_url
 from crawler.settings_parsing import get_int
 from crawler.urls import host_of
 from crawler.urls.filters import FilterConfig
@@ -103,16 +104,17 @@ def preflight(settings: BaseSettings, spider_cls: type, spider_name: str, spider
         if redis_config.cluster_nodes:
             cluster = redis.RedisCluster(
                 startup_nodes=[ClusterNode(host, port) for host, port in redis_config.cluster_nodes],  # type: ignore[no-untyped-call]
-                socket_connect_timeout=3, socket_timeout=3,
+                socket_connect_timeout=3, socket_timeout=3, password=redis_config.password,
             )
             cluster.ping()
             cluster.close()
             return
-        client = redis.Redis.from_url(redis_config.url, socket_connect_timeout=3, socket_timeout=3)
+        client = redis.Redis.from_url(redis_config.url, socket_connect_timeout=3, socket_timeout=3,
+                                      **({"password": redis_config.password} if redis_config.password else {}))
         client.ping()
         client.close()
     except (redis.exceptions.RedisError, OSError, ValueError) as exc:
-        raise ConfigurationError("REDIS_URL", f"cannot reach Redis at {redis_config.url}: {exc}") from None
+        raise ConfigurationError("REDIS_URL", f"cannot reach Redis at {redact_url(redis_config.url)}: {exc}") from None
 
 
 class Command(ScrapyCrawlCommand):
@@ -136,5 +138,5 @@ class Command(ScrapyCrawlCommand):
         try:
             preflight(self.settings, spider_cls, args[0], dict(opts.spargs))
         except ConfigurationError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"error: {redact(str(exc))}", file=sys.stderr)
             sys.exit(2)

@@ -54,6 +54,8 @@ from crawler.render.marks import Mark
 from crawler.render.marks import force as force_render
 from crawler.render.marks import listing as render_marks
 from crawler.requestmeta import RETRY_META, THROTTLED_META
+from crawler.secrets import install as install_redaction
+from crawler.secrets import redact
 from crawler.seeds import load_seeds
 from crawler.urls.filters import FilterConfig, UrlFilter
 
@@ -103,13 +105,15 @@ class Command(ScrapyCommand):
             raise UsageError(f"{args[0]} takes no arguments")
         if args[0] == "seed" and len(args) < 2:
             raise UsageError("seed needs a seeds file or URLs")
+        assert self.settings is not None
+        install_redaction(self.settings)
         try:
             asyncio.run(self._run(args[0], args[1:], opts))
         except (ConfigurationError, CrawlerError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"error: {redact(str(exc))}", file=sys.stderr)
             self.exitcode = 2
         except (RedisError, OSError) as exc:
-            print(f"error: Redis: {exc}", file=sys.stderr)
+            print(f"error: Redis: {redact(str(exc))}", file=sys.stderr)
             self.exitcode = 2
 
     async def _run(self, name: str, args: list[str], opts: argparse.Namespace) -> None:

@@ -11,13 +11,14 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from scrapy.settings import BaseSettings
 
 from crawler.exceptions import ConfigurationError
+from crawler.secrets import read_secret_file, redact_url
 from crawler.settings_parsing import get_float, get_int, setting
 
 _SCHEMES = ("redis", "rediss", "unix")
@@ -54,6 +55,8 @@ class RedisConfig:
     cluster_nodes: tuple[tuple[str, int], ...] = ()
     #: Connections to one server a worker opens at most; more callers wait for one.
     max_connections: int = 64
+    #: The password from ``REDIS_PASSWORD_FILE`` (a password in ``REDIS_URL`` wins); never printed.
+    password: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, crawl_id: str) -> RedisConfig:
@@ -74,16 +77,16 @@ class RedisConfig:
             if scheme not in _SCHEMES:
                 raise ConfigurationError(
                     "REDIS_URL",
-                    f"{url!r} is not a Redis URL (expected redis://host:port/db, rediss://..., unix:///path "
-                    "or redis+cluster://host:port,host:port)",
+                    f"{redact_url(url)!r} is not a Redis URL (expected redis://host:port/db, rediss://..., "
+                    "unix:///path or redis+cluster://host:port,host:port)",
                 )
             parts = urlsplit(url)
             try:
                 parts.port  # noqa: B018 - validates the port
             except ValueError:
-                raise ConfigurationError("REDIS_URL", f"{url!r} has an invalid port") from None
+                raise ConfigurationError("REDIS_URL", f"{redact_url(url)!r}: invalid port") from None
             if scheme != "unix" and not parts.hostname:
-                raise ConfigurationError("REDIS_URL", f"{url!r} names no host")
+                raise ConfigurationError("REDIS_URL", f"{redact_url(url)!r} names no host")
         jobdir = settings.get("JOBDIR")
         data_root = Path(setting(settings, "CRAWL_DATA_DIR"))
         default_dir = Path(jobdir) / "redis" if jobdir else data_root / crawl_id / "redis"
@@ -95,7 +98,19 @@ class RedisConfig:
             connect_timeout=get_float(settings, "REDIS_CONNECT_TIMEOUT", minimum=0.1),
             cluster_nodes=cluster_nodes,
             max_connections=get_int(settings, "REDIS_MAX_CONNECTIONS", minimum=4),
+            password=_password(settings),
         )
 
     def describe(self) -> str:
-        return self.url or f"embedded redis-server in {self.embedded_dir}"
+        return redact_url(self.url) if self.url else f"embedded redis-server in {self.embedded_dir}"
+
+
+def _password(settings: BaseSettings) -> str | None:
+    """The password ``REDIS_PASSWORD_FILE`` names (its first line), or None."""
+    path = settings.get("REDIS_PASSWORD_FILE") or os.environ.get("REDIS_PASSWORD_FILE") or None
+    if path is None:
+        return None
+    try:
+        return read_secret_file(str(path)) or None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigurationError("REDIS_PASSWORD_FILE", f"cannot read {path!r}: {exc.__class__.__name__}") from None

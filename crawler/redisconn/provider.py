@@ -30,6 +30,7 @@ from crawler.redisconn.config import RedisConfig
 from crawler.redisconn.embedded import EmbeddedRedisServer
 from crawler.redisconn.link import AnyRedis
 from crawler.redisconn.outage import OutagePolicy
+from crawler.secrets import redact_url
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -78,8 +79,9 @@ class RedisProvider:
 
     @property
     def url(self) -> str:
+        """Where the crawl's Redis is, for messages: any password masked (``redis://:***@host``)."""
         if self.config.url is not None:
-            return self.config.url
+            return redact_url(self.config.url)
         if self.embedded is not None:
             return self.embedded.url
         return "(embedded, not started)"
@@ -104,14 +106,15 @@ class RedisProvider:
                 decode_responses=False,
                 driver_info=driver_info(),
                 socket_connect_timeout=self.config.connect_timeout,
+                password=self.config.password,
             )
             try:
                 await client.initialize()
                 await client.ping()
             except (RedisError, OSError) as exc:
                 await client.aclose()
-                raise FrontierUnavailableError(f"cannot reach the Redis Cluster at {url}: {exc}") from None
-            logger.info("Frontier Redis Cluster: %s (%d primaries)", url, len(client.get_primaries()))
+                raise FrontierUnavailableError(f"cannot reach the Redis Cluster at {self.url}: {exc}") from None
+            logger.info("Frontier Redis Cluster: %s (%d primaries)", self.url, len(client.get_primaries()))
             return client
         if url is None:
             self.embedded = EmbeddedRedisServer(
@@ -131,17 +134,19 @@ class RedisProvider:
             driver_info=driver_info(),
             socket_connect_timeout=self.config.connect_timeout,
             health_check_interval=30,
+            # (A password in the URL wins over this one.)
+            **({"password": self.config.password} if self.config.password and self.config.url else {}),
         )
         client = Redis.from_pool(pool)
         try:
             await client.ping()
         except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
             await client.aclose()
-            raise FrontierUnavailableError(f"cannot reach Redis at {url}: {exc}") from None
+            raise FrontierUnavailableError(f"cannot reach Redis at {self.url}: {exc}") from None
         except RedisError as exc:
             await client.aclose()
-            raise FrontierUnavailableError(f"Redis at {url} refused the connection: {exc}") from None
-        logger.info("Frontier Redis: %s", url)
+            raise FrontierUnavailableError(f"Redis at {self.url} refused the connection: {exc}") from None
+        logger.info("Frontier Redis: %s", self.url)
         return client
 
     async def close(self) -> None:

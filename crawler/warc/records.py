@@ -25,7 +25,9 @@ fix them and compare bytes.
 A fetch's records are :class:`WarcRecord` values serialised to warcio's exact
 bytes without warcio's objects (its record builder, header objects and
 stream digesters cost more CPU per page than the rest of the archive);
-``warcinfo`` records, one per file, are warcio's own.
+``warcinfo`` records, one per file, are warcio's own. A request record keeps
+the headers sent but for credentials (``Authorization``,
+``Proxy-Authorization``: ``***``).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import BufferWARCWriter
 
 RENAMED_PREFIX = "X-Crawler-"
+MASK = "***"
 
 
 def payload_digest(payload: bytes) -> str:
@@ -136,12 +139,15 @@ def _request_line(fetch: Fetch) -> tuple[str, list[tuple[str, str]]]:
     target = parts.path or "/"
     if parts.query:
         target = f"{target}?{parts.query}"
-    headers = list(fetch.request_headers)
+    # Credentials sent (a proxy's, HTTP authentication's) are never archived.
+    headers = [(name, MASK if name.lower() in _CREDENTIAL_HEADERS else value) for name, value in fetch.request_headers]
     if not any(name.lower() == "host" for name, _ in headers):
         headers.insert(0, ("Host", parts.netloc))
     return f"{fetch.method} {target} {fetch.protocol}", headers
 
 
+#: Request headers whose values are credentials: archived as ``***``.
+_CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization"})
 _EMPTY_DIGEST = payload_digest(b"")
 _HTTP_CONTENT_TYPE = {"request": "application/http; msgtype=request", "response": "application/http; msgtype=response",
                       "revisit": "application/http; msgtype=response"}
