@@ -3,8 +3,12 @@
 One browser per process, started at the first page that needs it (an
 ordinary crawl never starts one: ``render/browser_launches`` stays absent),
 Debian's ``chromium`` by default (``RENDER_BROWSER_PATH``; nothing is ever
-downloaded). Each page gets a fresh browser context (no cookies or storage
-shared between pages), with:
+downloaded). Pages are rendered in *tabs* (a browser context with one page),
+at most one per concurrent page, reused from page to page: a new renderer
+process per page cost about 3x the CPU (``benchmarks/render.py``). Between pages a
+tab shows ``about:blank`` and its cookies are cleared; a tab is closed after
+50 pages, after a page that timed out or crashed, and with its browser.
+Every page gets:
 
 * at most ``RENDER_CONCURRENCY`` pages at once;
 * ``RENDER_TIMEOUT`` seconds for the whole page: a page that never settles
@@ -35,7 +39,7 @@ from crawler.exceptions import ConfigurationError
 from crawler.render.subrequests import Decision
 
 if TYPE_CHECKING:
-    from playwright.async_api import Browser, Playwright, Route
+    from playwright.async_api import Browser, BrowserContext, Page, Playwright, Route
     from playwright.async_api import Request as BrowserRequest
 
 logger = logging.getLogger(__name__)
@@ -99,8 +103,75 @@ class Gate(Protocol):
         ...
 
 
+#: Pages a tab renders before it is closed and a fresh one opened (its memory and state stay bounded).
+TAB_MAX_PAGES = 50
+
+
+@dataclass
+class _Render:
+    """What the tab is rendering now: the page's response and the gate of its requests."""
+
+    url: str
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    gate: Gate
+    counts: dict[Decision, int] = field(default_factory=dict)
+
+
+class _Tab:
+    """A browser context with one page, reused from page to page (a new renderer per page costs about 3x the CPU).
+
+    Its routing is installed once and serves whatever page it is rendering now;
+    between pages it shows ``about:blank`` and its cookies are cleared.
+    """
+
+    def __init__(self, browser: Browser, context: BrowserContext, timeout: float) -> None:
+        self.browser = browser
+        self.context = context
+        self.timeout_ms = timeout * 1000
+        self.page: Page = None  # type: ignore[assignment]  # set right after the context
+        self.current: _Render | None = None
+        self.used = 0
+        self.crashed = asyncio.Event()
+
+    async def route(self, route: Route, request: BrowserRequest) -> None:
+        from playwright.async_api import Error as PlaywrightError
+
+        current = self.current
+        if current is None:  # a request of a page no longer rendered
+            with contextlib.suppress(PlaywrightError):
+                await route.abort("blockedbyclient")
+            return
+        try:
+            navigation = request.is_navigation_request() and request.frame.parent_frame is None
+        except PlaywrightError:
+            navigation = True  # a popup's first navigation: its frame is not there yet
+        try:
+            decision = await current.gate.decide(request.url, request.resource_type, navigation)
+        except Exception as exc:  # a check that failed (Redis, DNS): not fetched
+            logger.debug("Sub-request %s of %s not checked: %r", request.url, current.url, exc)
+            decision = Decision.BLOCKED_HOST
+        current.counts[decision] = current.counts.get(decision, 0) + 1
+        try:
+            if decision is Decision.DOCUMENT:
+                await route.fulfill(status=current.status, headers=current.headers, body=current.body)
+            elif decision is Decision.FETCH:
+                async with current.gate.fetching(request.url):
+                    answer = await route.fetch(max_redirects=0, timeout=self.timeout_ms)
+                    payload = await answer.body()
+                await route.fulfill(response=answer, body=payload)
+            else:
+                await route.abort("blockedbyclient")
+        except PlaywrightError as exc:
+            # The page went away meanwhile, or the fetch failed.
+            logger.debug("Sub-request %s of %s: %s", request.url, current.url, exc)
+            with contextlib.suppress(PlaywrightError):
+                await route.abort("failed")
+
+
 class BrowserPool:
-    """A lazily started Chromium, a bounded number of pages at once."""
+    """A lazily started Chromium, a bounded number of pages at once, each in a reused tab."""
 
     def __init__(self, config: BrowserConfig, stats: Any) -> None:
         self.config = config
@@ -114,6 +185,8 @@ class BrowserPool:
         self._launching: asyncio.Lock | None = None
         #: Closings under way (a reference keeps each task alive until it ends).
         self._tasks: set[asyncio.Future[None]] = set()
+        #: Tabs that rendered a page well, ready for the next (at most RENDER_CONCURRENCY).
+        self._idle: list[_Tab] = []
 
     @property
     def started(self) -> bool:
@@ -184,86 +257,87 @@ class BrowserPool:
         """Render the page at ``url`` whose response the crawler has (status, headers, body)."""
         async with self._semaphore:
             browser = await self._browser_for_page()
+            tab: _Tab | None = None
+            healthy = False
             try:
-                return await self._render(browser, url, status, headers, body, gate)
+                tab = await self._tab(browser)
+                rendered = await self._render(tab, url, status, headers, body, gate)
+                healthy = not rendered.timed_out
+                return rendered
             finally:
+                if tab is not None:
+                    await self._put_back(tab, healthy)
                 self._done_with(browser)
 
-    async def _render(self, browser: Browser, url: str, status: int, headers: list[tuple[str, str]], body: bytes,
-                      gate: Gate) -> RenderedPage:
-        from playwright.async_api import Error as PlaywrightError
-
-        started = time.monotonic()
-        counts: dict[Decision, int] = {}
-        document_headers = _document_headers(headers)
-
-        async def route(route: Route, request: BrowserRequest) -> None:
-            try:
-                navigation = request.is_navigation_request() and request.frame.parent_frame is None
-            except PlaywrightError:
-                navigation = True  # a popup's first navigation: its frame is not there yet
-            try:
-                decision = await gate.decide(request.url, request.resource_type, navigation)
-            except Exception as exc:  # a check that failed (Redis, DNS): not fetched
-                logger.debug("Sub-request %s of %s not checked: %r", request.url, url, exc)
-                decision = Decision.BLOCKED_HOST
-            counts[decision] = counts.get(decision, 0) + 1
-            try:
-                if decision is Decision.DOCUMENT:
-                    await route.fulfill(status=status, headers=document_headers, body=body)
-                elif decision is Decision.FETCH:
-                    async with gate.fetching(request.url):
-                        answer = await route.fetch(max_redirects=0, timeout=self.config.timeout * 1000)
-                        payload = await answer.body()
-                    await route.fulfill(response=answer, body=payload)
-                else:
-                    await route.abort("blockedbyclient")
-            except PlaywrightError as exc:
-                # The page or its context went away meanwhile, or the fetch failed.
-                logger.debug("Sub-request %s of %s: %s", request.url, url, exc)
-                with contextlib.suppress(PlaywrightError):
-                    await route.abort("failed")
-
+    async def _tab(self, browser: Browser) -> _Tab:
+        """An idle tab of ``browser``, or a new one (a context with one page, its routing installed once)."""
+        while self._idle:
+            tab = self._idle.pop()
+            if tab.browser is browser and not tab.crashed.is_set():
+                return tab
+            self._spawn(_quietly(tab.context.close()))
         context = await browser.new_context(
             user_agent=self.config.user_agent or None, accept_downloads=False, service_workers="block",
             java_script_enabled=True,
         )
+        tab = _Tab(browser, context, self.config.timeout)
+        await context.route("**/*", tab.route)
+        tab.page = await context.new_page()
+        tab.page.on("popup", self._close_popup)
+        tab.page.on("dialog", lambda dialog: self._spawn(_quietly(dialog.dismiss())))
+        tab.page.on("crash", lambda _page: tab.crashed.set())
+        return tab
+
+    async def _put_back(self, tab: _Tab, healthy: bool) -> None:
+        """Keep a tab that behaved for the next page (blanked: the last page's scripts stop), else close it."""
+        from playwright.async_api import Error as PlaywrightError
+
+        tab.current = None
+        tab.used += 1
+        keep = healthy and not tab.crashed.is_set() and tab.used < TAB_MAX_PAGES and tab.browser is self._browser
+        if keep:
+            try:
+                await tab.page.goto("about:blank", timeout=5000)
+                await tab.context.clear_cookies()
+            except (TimeoutError, PlaywrightError):
+                keep = False
+        if keep:
+            self._idle.append(tab)
+        else:
+            self._spawn(_quietly(asyncio.wait_for(tab.context.close(), timeout=10)))
+
+    async def _render(self, tab: _Tab, url: str, status: int, headers: list[tuple[str, str]], body: bytes,
+                      gate: Gate) -> RenderedPage:
+        from playwright.async_api import Error as PlaywrightError
+
+        started = time.monotonic()
+        current = tab.current = _Render(url, status, _document_headers(headers), body, gate)
+        page = tab.page
+        tab.crashed.clear()
+        deadline = started + self.config.timeout
         timed_out = False
         try:
-            await context.route("**/*", route)
-            page = await context.new_page()
-            page.on("popup", self._close_popup)
-            page.on("dialog", lambda dialog: self._spawn(_quietly(dialog.dismiss())))
-            crashed = asyncio.Event()
-            page.on("crash", lambda _page: crashed.set())
-            deadline = started + self.config.timeout
-            try:
-                await page.goto(url, wait_until="load", timeout=self.config.timeout * 1000)
-                left = deadline - time.monotonic()
-                if left > 0:
-                    try:
-                        await page.wait_for_load_state("networkidle", timeout=left * 1000)
-                    except PlaywrightError:
-                        timed_out = True
-            except PlaywrightError as exc:
-                if crashed.is_set() or "crash" in str(exc).lower():
-                    raise RenderFailed("crashed", f"the page's renderer crashed: {exc}") from None
-                timed_out = True
-            if crashed.is_set():
-                raise RenderFailed("crashed", "the page's renderer crashed")
-            try:
-                html = await asyncio.wait_for(page.content(), timeout=max(2.0, deadline - time.monotonic()))
-            except (TimeoutError, PlaywrightError) as exc:
-                raise RenderFailed("no_dom", f"the page gave no DOM in time: {exc}") from None
-        finally:
-            try:
-                await asyncio.wait_for(context.close(), timeout=10)
-            except (TimeoutError, PlaywrightError) as exc:
-                logger.debug("Closing the context of %s: %s", url, exc)
+            await page.goto(url, wait_until="load", timeout=self.config.timeout * 1000)
+            left = deadline - time.monotonic()
+            if left > 0:
+                try:
+                    await page.wait_for_load_state("networkidle", timeout=left * 1000)
+                except PlaywrightError:
+                    timed_out = True
+        except PlaywrightError as exc:
+            if tab.crashed.is_set() or "crash" in str(exc).lower():
+                raise RenderFailed("crashed", f"the page's renderer crashed: {exc}") from None
+            timed_out = True
+        if tab.crashed.is_set():
+            raise RenderFailed("crashed", "the page's renderer crashed")
+        try:
+            html = await asyncio.wait_for(page.content(), timeout=max(2.0, deadline - time.monotonic()))
+        except (TimeoutError, PlaywrightError) as exc:
+            raise RenderFailed("no_dom", f"the page gave no DOM in time: {exc}") from None
         data = html.encode("utf-8", "surrogatepass")
         if len(data) > self.config.max_dom_bytes:
             raise RenderFailed("dom_too_large", f"the rendered DOM has {len(data)} bytes, over RENDER_MAX_DOM_BYTES")
-        return RenderedPage(data, time.monotonic() - started, counts, timed_out)
+        return RenderedPage(data, time.monotonic() - started, current.counts, timed_out)
 
     def _close_popup(self, popup: Any) -> None:
         """A page opened by the page (window.open, target=_blank): closed at once."""
@@ -271,6 +345,9 @@ class BrowserPool:
         self._spawn(_quietly(popup.close()))
 
     async def close(self) -> None:
+        for tab in self._idle:
+            await _quietly(tab.context.close())
+        self._idle.clear()
         browsers = [b for b in (self._browser, *self._retired) if b is not None]
         self._browser = None
         for browser in browsers:
