@@ -7,12 +7,15 @@ import itertools
 import json
 import os
 import random
+import re
 import zlib
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
@@ -345,3 +348,11 @@ def test_append_batches_rotate_between_fetches(tmp_path: Path) -> None:
             assert record.rec_type == "response" and fields["filename"] == finished.warc.name
             urls.append(fields["url"])
     assert sorted(urls) == [f"http://example.test/{i}" for i in range(5)]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=200)
+       | st.text(alphabet=st.sampled_from(list("aZ9_ -.,;:!?'\"()[]{}<>/\\@#$%^&*+=|~`\t\n\u212a\u00e9")), max_size=200))
+def test_words_are_the_regex_word_runs(text: str) -> None:
+    """The ASCII fast path of :func:`words` gives exactly the tokens of ``\\w+`` on the lowercased text."""
+    assert words(text, max_words=10_000) == re.findall(r"\w+", text.lower())
