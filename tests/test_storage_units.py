@@ -356,3 +356,12 @@ def test_append_batches_rotate_between_fetches(tmp_path: Path) -> None:
 def test_words_are_the_regex_word_runs(text: str) -> None:
     """The ASCII fast path of :func:`words` gives exactly the tokens of ``\\w+`` on the lowercased text."""
     assert words(text, max_words=10_000) == re.findall(r"\w+", text.lower())
+
+
+def test_simhash_version_2_fingerprints_are_pinned() -> None:
+    """The duplicate index shares fingerprints across workers and crawls: any change to them needs a new
+    SIMHASH_VERSION (its keys carry it). These values are version 2's."""
+    tokens = words("The quick brown fox jumps over the lazy dog; crawlers archive the web, politely, one host at a time.")
+    assert len(tokens) == 19
+    assert simhash64(tokens) == 0x9DE901EBC088B821
+    assert simhash64(["solo"]) == 0x0713DCD8811C0AE3

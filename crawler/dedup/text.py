@@ -97,13 +97,13 @@ def simhash64(tokens: list[str]) -> int | None:
     """The 64-bit SimHash of word 3-shingles, or None for a page without words."""
     if not tokens:
         return None
-    features = tokens if len(tokens) < SHINGLE else list(map(" ".join, zip(tokens, tokens[1:], tokens[2:])))
+    features = tokens if len(tokens) < SHINGLE else map(" ".join, zip(tokens, tokens[1:], tokens[2:]))
     # The features' hashes, little-endian: byte p of every hash is the column data[p::8].
     hashes = array("Q", map(xxh3_64_intdigest, features))
     if _BIG_ENDIAN:
         hashes.byteswap()  # the same fingerprint on every machine that shares the index
     data = hashes.tobytes()
-    half = len(features)
+    half = len(hashes)
     value = 0
     for position in range(8):
         column = data[position::8]
