@@ -138,3 +138,20 @@ def test_pacer_keeps_one_request_at_a_time_and_the_delay() -> None:
     assert len(spans) == 5
     for (_, end), (start, _) in itertools.pairwise(spans):
         assert start >= end + delay - 0.002
+
+
+def test_the_marks_cache_answers_without_redis_until_it_expires() -> None:
+    from crawler.render.marks import RenderMarks
+
+    marks = RenderMarks(client=None, key="k", cache_size=2, cache_seconds=60.0)  # type: ignore[arg-type]
+    now = time.time()
+    assert marks.cached("a.test", now) == (False, None)
+    marks._remember("a.test", HostMark(Mark.JS, now + 10), now)
+    marks._remember("b.test", None, now)
+    assert marks.cached("a.test", now) == (True, HostMark(Mark.JS, now + 10))
+    assert marks.cached("b.test", now) == (True, None)
+    # A detected mark that ran out stands no more; the cache entry itself expires after cache_seconds.
+    assert marks.cached("a.test", now + 11) == (True, None)
+    assert marks.cached("a.test", now + 61) == (False, None)
+    marks._remember("c.test", HostMark(Mark.OFF), now)  # bounded: the oldest host is forgotten
+    assert marks.cached("a.test", now) == (False, None)

@@ -177,7 +177,9 @@ class RenderMiddleware:
     async def _host_renders(self, host: str, body: bytes) -> bool:
         marks = self.marks
         assert marks is not None, "render middleware used before spider_opened"
-        mark: HostMark | None = await self.provider.outage.call("render marks", lambda: marks.get(host), self.stats)
+        known, mark = marks.cached(host, time.time())  # most pages: no Redis call, no await
+        if not known:
+            mark = await self.provider.outage.call("render marks", lambda: marks.get(host), self.stats)
         if mark is not None:
             return mark.mark.renders
         detection = needs_browser(body, self.config.min_text, self.config.min_links)

@@ -100,12 +100,19 @@ class RenderMarks:
         self.cache_seconds = cache_seconds
         self._cache: OrderedDict[str, tuple[float, HostMark | None]] = OrderedDict()
 
+    def cached(self, host: str, now: float) -> tuple[bool, HostMark | None]:
+        """(whether the cache answers for ``host``, the mark in force if it does): no I/O."""
+        entry = self._cache.get(host)
+        if entry is None or entry[0] <= now:
+            return False, None
+        mark = entry[1]
+        return True, (mark if mark is None or mark.stands(now) else None)
+
     async def get(self, host: str) -> HostMark | None:
         now = time.time()
-        cached = self._cache.get(host)
-        if cached is not None and cached[0] > now:
-            mark = cached[1]
-            return mark if mark is None or mark.stands(now) else None
+        known, mark = self.cached(host, now)
+        if known:
+            return mark
         names = lookup_names(host)
         raw = await self.client.hmget(self.key, names)
         mark = decide(host, [HostMark.decode(value) for value in raw], now)
