@@ -1,9 +1,10 @@
 """What a rendered page costs against a plain fetch, side by side in one run.
 
-Two crawls of the mock web, one after the other, of the same site graph
-(``--hosts`` hosts of ``--pages`` pages of 5 KB): once with static hosts
-(plain fetches: the render middleware samples them and marks them static),
-once with every host an application shell whose script fetches its page's
+Two crawls of the mock web, one after the other, of ``--hosts`` hosts with
+pages of 5 KB: once with static hosts of ``--plain-pages`` pages (plain
+fetches: the render middleware samples them and marks them static; many
+pages, so that a crawl's start-up does not weigh on the figure), once with
+hosts of ``--pages`` pages where every host is an application shell whose script fetches its page's
 data and builds its text and links (every page rendered in headless
 Chromium: the page, its script and its data call). Delays at 0, so the
 crawl runs as fast as the worker and the browser can; ``RENDER_CONCURRENCY``
@@ -19,7 +20,7 @@ peak memory of the browser pool (the sum of the RSS of the Playwright
 driver and Chromium processes, sampled: shared pages are counted in each
 process, so it is an upper bound).
 
-Usage: ``python benchmarks/render.py [--hosts 20] [--pages 10] [--concurrency N]``.
+Usage: ``python benchmarks/render.py [--hosts 20] [--pages 10] [--plain-pages 200] [--concurrency N]``.
 Not a test: the figures depend on the machine and its load.
 """
 
@@ -139,7 +140,8 @@ def crawl(label: str, spec: WebSpec, services: Services, workdir: Path, extra: t
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=20)
-    parser.add_argument("--pages", type=int, default=10)
+    parser.add_argument("--pages", type=int, default=10, help="pages per host of the rendered run")
+    parser.add_argument("--plain-pages", type=int, default=200, help="pages per host of the plain run")
     parser.add_argument("--concurrency", type=int, default=0, help="RENDER_CONCURRENCY (default: as shipped)")
     args = parser.parse_args()
     if shutil.which("chromium") is None:
@@ -155,7 +157,8 @@ def main() -> None:
                       services, workdir, extra)
         print(HEADER)
         print(fixed.row(), flush=True)
-        runs.append(crawl("plain fetch (static hosts)", WebSpec(**shape), services, workdir, extra))  # type: ignore[arg-type]
+        plain_shape = {**shape, "sizes": f"uniform:{args.plain_pages}"}
+        runs.append(crawl("plain fetch (static hosts)", WebSpec(**plain_shape), services, workdir, extra))  # type: ignore[arg-type]
         print(runs[-1].row(), flush=True)
         scenario = workdir / "js.json"
         scenario.write_text(json.dumps({"js": {"hosts": list(range(args.hosts))}}))
@@ -168,7 +171,8 @@ def main() -> None:
         run.fixed_cpu = fixed.tree_cpu
     plain, rendered = runs
     print()
-    print(f"{args.hosts} hosts x {args.pages} pages, delays 0, RENDER_CONCURRENCY "
+    print(f"{args.hosts} hosts x {args.plain_pages} pages (plain) and x {args.pages} pages (rendered), delays 0, "
+          f"RENDER_CONCURRENCY "
           f"{args.concurrency or 'as shipped (2)'}; machine: {os.cpu_count()} CPUs")
     print(HEADER)
     for run in runs:
