@@ -53,6 +53,8 @@ from scrapy.settings import Settings  # noqa: E402
 from benchmarks.scratch_redis import scratch_redis  # noqa: E402
 from benchmarks.throughput import (  # noqa: E402
     CONCURRENCY,
+    CRAWL_ONLY,
+    DELAY_0,
     RunResult,
     Services,
     Web,
@@ -73,6 +75,9 @@ EMBEDDED_LIKE = ("--set-max-intset-entries", "4096")
 
 #: (hosts, queued URLs per host) of the claim/ack runs.
 FRONTIER_SIZES = ((100, 1000), (10_000, 10), (100_000, 10))
+#: How the frontier's scaling is measured: delays 0, the crawl path only, CONCURRENCY slots
+#: (throughput.py's crawler_command runs the shipped configuration otherwise).
+SCALE_RUN = (*DELAY_0, *CRAWL_ONLY, "-s", f"CONCURRENT_REQUESTS={CONCURRENCY}")
 CLAIM = 32
 
 
@@ -96,7 +101,7 @@ def crawl_runs(workdir: Path, seconds: int) -> list[str]:
             for workers in (1, 2, 4):
                 crawl_id = f"scale-{uuid.uuid4().hex[:8]}"
                 result = measure(f"2,000 hosts, {workers} worker{'s' if workers > 1 else ''}", web, services,
-                                 [(crawler_command(seeds, services, crawl_id, seconds), ROOT)] * workers, seconds)
+                                 [(crawler_command(seeds, services, crawl_id, seconds, SCALE_RUN), ROOT)] * workers, seconds)
                 by_workers[workers] = result
                 results.append(result)
                 print_table([result])
@@ -114,7 +119,7 @@ def crawl_runs(workdir: Path, seconds: int) -> list[str]:
                 seeds.write_text("".join(f"http://{host_ip(h)}:{web.port}/\n" for h in chosen))
                 crawl_id = f"scale-{uuid.uuid4().hex[:8]}"
                 result = measure(f"{hosts:,} hosts, 1 worker", web, services,
-                                 [(crawler_command(seeds, services, crawl_id, seconds), ROOT)], seconds)
+                                 [(crawler_command(seeds, services, crawl_id, seconds, SCALE_RUN), ROOT)], seconds)
                 results.append(result)
                 print_table([result])
             finally:

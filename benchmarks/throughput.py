@@ -1,38 +1,30 @@
-"""Throughput of the crawler against plain Scrapy, side by side, on the mock web.
+"""The crawler as users run it against plain Scrapy, side by side, on the mock web.
 
-Runs, in one invocation, for a fixed crawl time each, with politeness delays
-at zero (FRONTIER_MIN_DELAY = 0, FRONTIER_DELAY_FACTOR = 0):
+Runs, in one invocation, for a fixed crawl time each:
 
-* web (a): 2,000 hosts with Zipf-skewed sizes; web (b): 2,000 hosts of equal size;
-* on each: ``scrapy crawl web`` (one worker, robots.txt, frontier and seen set
-  on: every host's robots.txt is fetched and checked) and plain Scrapy's follow-all
-  spider (``DownloaderAwarePriorityQueue``, ``CONCURRENT_REQUESTS_PER_DOMAIN = 1``);
-* on a Zipf web with twice web (a)'s pages: two crawler workers sharing one
-  frontier, against one (pages/s over the crawl and in the steady window),
-  and the ceiling the machine's cores allow two workers;
-* on web (a): one worker with the storage pipelines on (WARC files, exact and
-  SimHash dedup, URL metadata, text module), for the cost of storage.
+* the headline, on two webs of 2,000 hosts with Zipf-skewed sizes (pages of
+  5 KB with up to 12 links; pages of 30 KB with up to 60 links):
+  ``scrapy crawl web`` as shipped (politeness on, the full pipeline) and
+  plain Scrapy's follow-all spider (``DownloaderAwarePriorityQueue``,
+  ``CONCURRENT_REQUESTS_PER_DOMAIN = 1``, no WARC, no dedup, no robots.txt);
+* breakdown rows on the 5 KB web with delays at 0: the crawl path alone
+  (robots.txt, frontier, seen set, links), then one row per pipeline stage
+  added (``STAGES``);
+* two workers sharing one frontier against one, as shipped, on 2,000 hosts of
+  equal size, beside ``benchmarks/machine.py``'s bare two-process ratio
+  measured in the same run (the fraction of it reached is printed).
 
-The comparison runs measure the crawl path the issue names: robots.txt,
-frontier and seen set on, storage pipelines off.
+For each run it prints pages/s, CPU ms per page of the crawling processes
+(all of their CPU over all their pages; "steady": within a window from a
+third of the crawl time to 90% of it), redis-server's CPU per page, the
+tree's (workers + redis-server: the mock web stands for the other machines),
+pages per CPU-second of the tree, peak RSS, and politeness violations from
+the mock web's log (overlaps; start-to-start gaps below the delay in force,
+audited against the shipped policy in the polite runs).
 
-For each run it prints pages/s, CPU seconds per page of the crawling process
-(all of its CPU, start-up and the end-of-crawl report included, over all its
-pages; and "steady": CPU and pages within a window inside the crawl, from a
-third of the crawl time to 90% of it, which is what a page costs in a long
-crawl), CPU per page of redis-server, peak RSS, and politeness violations counted
-from the mock web's request log (overlapping requests to one host; gaps below
-the configured delay, which is 0 here, so only overlaps can occur).
-
-Everything runs on this machine's cores: the workers, redis-server (each run
-starts on an emptied server, append-only file on) and the mock web (every
-page rendered before it listens, its log written in batches), so the CPU of
-redis-server and of the mock web is printed too.
-
-Usage: ``python benchmarks/throughput.py [--seconds 30] [--hosts 2000] [--compare-clients]
-[--workers-only] [--pairs N]`` (``make bench``). Not a test: numbers depend on the machine and
-its load. ``--pairs N`` runs the one-worker / two-workers pair N times, alternated, and prints
-each ratio and their median: one pair moves by about +-5% from run to run on a shared machine.
+Usage: ``python benchmarks/throughput.py [--seconds 30] [--hosts 2000] [--skip-plain] [--skip-stages]
+[--workers-only] [--pairs N] [--compare-clients]`` (``make bench``). Not a test: numbers depend on
+the machine and its load. ``--pairs N`` runs the one-worker / two-workers pair N times, alternated.
 """
 
 from __future__ import annotations
@@ -272,14 +264,6 @@ def measure(label: str, web: Web, services: Services, commands: list[tuple[list[
                      run.window_cpu, steady_pages, high - low, web_cpu)
 
 
-#: The crawl path only (robots.txt, frontier, seen set, link extraction): no
-#: storage stages, no text module. The add-on merges its pipelines into
-#: ITEM_PIPELINES, so they are turned off by their own settings.
-CRAWL_ONLY = (
-    "-s", "WARC_ENABLED=False", "-s", "DEDUP_ENABLED=False", "-s", "METADATA_ENABLED=False",
-    "-s", "RECRAWL_ENABLED=False", "-s", "INDEX_GATE_ENABLED=False",
-    "-s", 'WEB_PAGE_MODULES={"crawler.modules.links.LinksModule": 100}',
-)
 #: Politeness off: the CPU-bound reference (a breakdown row, never the headline).
 DELAY_0 = ("-s", "FRONTIER_MIN_DELAY=0", "-s", "FRONTIER_DELAY_FACTOR=0")
 #: The shipped delay policy (crawler.defaults), for the politeness audit of the default runs.
@@ -287,10 +271,13 @@ MIN_DELAY, DELAY_FACTOR = 1.0, 10.0
 
 
 def _stage(*enabled: str) -> tuple[str, ...]:
-    """Delays 0 and every stage off but those named (cumulative breakdown rows)."""
-    stages = {"text", "warc", "dedup", "metadata", "recrawl"}
-    off = stages - set(enabled)
-    args = list(DELAY_0)
+    """Every storage stage and the text module off but those named.
+
+    The add-on merges its pipelines into ITEM_PIPELINES, so they are turned
+    off by their own settings.
+    """
+    off = {"text", "warc", "dedup", "metadata", "recrawl"} - set(enabled)
+    args: list[str] = []
     names = {"warc": "WARC_ENABLED", "dedup": "DEDUP_ENABLED", "metadata": "METADATA_ENABLED"}
     for stage in sorted(off):
         if stage == "text":
@@ -302,14 +289,18 @@ def _stage(*enabled: str) -> tuple[str, ...]:
     return tuple(args)
 
 
+#: The crawl path only (robots.txt, frontier, seen set, link extraction).
+CRAWL_ONLY = _stage()
 #: One row per pipeline stage, each adding one to the row before, at delay 0.
-STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("crawl only (robots.txt, frontier, links)", _stage()),
-    ("+ visible text, SimHash", _stage("text")),
-    ("+ WARC", _stage("text", "warc")),
-    ("+ exact and near dedup", _stage("text", "warc", "dedup")),
-    ("+ URL metadata", _stage("text", "warc", "dedup", "metadata")),
-    ("+ recrawl, index gate (= full, delay 0)", _stage("text", "warc", "dedup", "metadata", "recrawl")),
+STAGES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (label, (*DELAY_0, *_stage(*enabled))) for label, enabled in (
+        ("crawl only (robots.txt, frontier, links)", ()),
+        ("+ visible text, SimHash", ("text",)),
+        ("+ WARC", ("text", "warc")),
+        ("+ exact and near dedup", ("text", "warc", "dedup")),
+        ("+ URL metadata", ("text", "warc", "dedup", "metadata")),
+        ("+ recrawl, index gate (= full, delay 0)", ("text", "warc", "dedup", "metadata", "recrawl")),
+    )
 )
 
 

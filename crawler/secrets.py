@@ -78,9 +78,6 @@ class Secrets:
         ordered = sorted(self._values, key=len, reverse=True)
         self._pattern = re.compile("|".join(re.escape(v) for v in ordered))
 
-    def __len__(self) -> int:
-        return len(self._values)
-
     def redact(self, text: str) -> str:
         """``text`` without any URL password or known secret value."""
         text = redact_url(text)

@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING, Any, Self
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
-from crawler.bounded import BoundedSet
 from crawler.downloader.netguard import AddressPolicy
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.shards import ShardRouter
@@ -100,7 +99,6 @@ class RenderMiddleware:
         self.policy = policy
         self.robots_config = robots
         self.addresses = addresses
-        self.politeness = politeness
         self.provider = RedisProvider.for_crawler(crawler)
         self.router = ShardRouter.for_crawler(crawler)
         self.pool = BrowserPool(browser, crawler.stats) if browser.executable and _has_playwright() else None
@@ -109,7 +107,6 @@ class RenderMiddleware:
         self.robots: RobotsStore | None = None
         #: Static verdicts per host this worker has seen (bounded), until the host is marked.
         self._static_seen: dict[str, int] = {}
-        self._warned = BoundedSet(1000)
         crawler.signals.connect(self._opened, signal=signals.spider_opened)
         crawler.signals.connect(self._closed, signal=signals.spider_closed)
 

@@ -74,9 +74,8 @@ from crawler.robots.policy import (
     record_for_response,
     record_for_too_many_redirects,
 )
-from crawler.robots.store import RobotsStore
+from crawler.robots.store import RobotsStore, origin_host
 from crawler.sitemaps import SitemapSettings, sitemap_meta
-from crawler.urls import UrlError, host_of
 
 if TYPE_CHECKING:
     from typing import Self
@@ -97,13 +96,6 @@ def robots_lease_request(page_url: str) -> Request:
         origin_of(page_url) + ROBOTS_PATH, callback=NO_CALLBACK, dont_filter=True,
         meta={ROBOTS_META: True, "handle_httpstatus_all": True},
     )
-
-
-def _host(origin: str) -> str:
-    try:
-        return host_of(origin + "/")
-    except UrlError:
-        return origin
 
 
 class RobotsTxtMiddleware:
@@ -206,7 +198,7 @@ class RobotsTxtMiddleware:
         assert self.store is not None
         store = self.store
         rules, capped = await self.provider.outage.call(
-            "robots.txt cache", lambda: store.put(origin, _host(origin), record, time.time()), self.stats
+            "robots.txt cache", lambda: store.put(origin, origin_host(origin), record, time.time()), self.stats
         )
         self._enqueue_sitemaps(origin, rules)
         if capped:
@@ -230,7 +222,7 @@ class RobotsTxtMiddleware:
         if rules is not None:
             store = self.store
             until = rules.record.expires_at
-            await self.provider.outage.call("robots.txt cache", lambda: store.decided(_host(origin), until),
+            await self.provider.outage.call("robots.txt cache", lambda: store.decided(origin_host(origin), until),
                                             self.stats)
             self.stats.inc_value("robots/cache/shared")
             complete(request, host_signal=HostSignal.NEUTRAL, reason="robots.txt decided already")
@@ -266,7 +258,7 @@ class RobotsTxtMiddleware:
                 assert self.store is not None
                 store = self.store
                 until = time.time() + self.config.cache_ttl
-                await self.provider.outage.call("robots.txt cache", lambda: store.decided(_host(origin), until),
+                await self.provider.outage.call("robots.txt cache", lambda: store.decided(origin_host(origin), until),
                                                 self.stats)
                 complete(request, host_signal=HostSignal.NEUTRAL, reason="address refused")
                 raise Rescheduled(f"{origin}: address refused")

@@ -32,7 +32,7 @@ import os
 import shutil
 import time
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from crawler.exceptions import ConfigurationError
@@ -80,8 +80,6 @@ class RenderedPage:
 
     html: bytes
     seconds: float
-    #: Requests the page made, by decision.
-    subrequests: dict[Decision, int] = field(default_factory=dict)
     timed_out: bool = False
 
 
@@ -116,7 +114,6 @@ class _Render:
     headers: dict[str, str]
     body: bytes
     gate: Gate
-    counts: dict[Decision, int] = field(default_factory=dict)
 
 
 class _Tab:
@@ -152,7 +149,6 @@ class _Tab:
         except Exception as exc:  # a check that failed (Redis, DNS): not fetched
             logger.debug("Sub-request %s of %s not checked: %r", request.url, current.url, exc)
             decision = Decision.BLOCKED_HOST
-        current.counts[decision] = current.counts.get(decision, 0) + 1
         try:
             if decision is Decision.DOCUMENT:
                 await route.fulfill(status=current.status, headers=current.headers, body=current.body)
@@ -187,10 +183,6 @@ class BrowserPool:
         self._tasks: set[asyncio.Future[None]] = set()
         #: Tabs that rendered a page well, ready for the next (at most RENDER_CONCURRENCY).
         self._idle: list[_Tab] = []
-
-    @property
-    def started(self) -> bool:
-        return self._playwright is not None
 
     async def _start_playwright(self) -> Playwright:
         if self._playwright is None:
@@ -311,7 +303,7 @@ class BrowserPool:
         from playwright.async_api import Error as PlaywrightError
 
         started = time.monotonic()
-        current = tab.current = _Render(url, status, _document_headers(headers), body, gate)
+        tab.current = _Render(url, status, _document_headers(headers), body, gate)
         page = tab.page
         tab.crashed.clear()
         deadline = started + self.config.timeout
@@ -337,7 +329,7 @@ class BrowserPool:
         data = html.encode("utf-8", "surrogatepass")
         if len(data) > self.config.max_dom_bytes:
             raise RenderFailed("dom_too_large", f"the rendered DOM has {len(data)} bytes, over RENDER_MAX_DOM_BYTES")
-        return RenderedPage(data, time.monotonic() - started, current.counts, timed_out)
+        return RenderedPage(data, time.monotonic() - started, timed_out)
 
     def _close_popup(self, popup: Any) -> None:
         """A page opened by the page (window.open, target=_blank): closed at once."""

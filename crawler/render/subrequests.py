@@ -72,7 +72,7 @@ class SubrequestPolicy:
             # The page navigating elsewhere (a script redirect): the crawl follows
             # links, not the browser; the DOM is taken as it is.
             return Decision.BLOCKED_HOST
-        if origin_of(url).lower() != origin_of(page_url).lower() and host_of_url(url) not in self.extra_hosts:
+        if not self.same_origin(url, page_url) and host_of_url(url) not in self.extra_hosts:
             return Decision.BLOCKED_HOST
         if made >= self.max_requests:
             return Decision.BLOCKED_BUDGET

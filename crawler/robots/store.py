@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from crawler.redisconn.link import AnyRedis
 
 
-def _origin_host(origin: str) -> str:
-    """The host of ``scheme://host[:port]``, as the frontier names it (its shard)."""
+def origin_host(origin: str) -> str:
+    """The host of ``scheme://host[:port]``, as the frontier names it (its shard, its robots.txt decision)."""
     try:
         return host_of(origin + "/")
     except UrlError:
@@ -44,7 +44,7 @@ class RobotsStore:
         self._local: OrderedDict[str, RobotsRules] = OrderedDict()
 
     def record_key(self, origin: str) -> str:
-        return self.router.keys_for(_origin_host(origin)).robots_record(origin)
+        return self.router.keys_for(origin_host(origin)).robots_record(origin)
 
     def sitemaps_key(self, host: str) -> str:
         return self.router.keys_for(host).sitemaps(host)
