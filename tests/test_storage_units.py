@@ -21,7 +21,8 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import BufferWARCWriter, WARCWriter
 
-from crawler.dedup.text import content_words, hamming, simhash64, visible_text, words
+from crawler.dedup import text as text_module
+from crawler.dedup.text import content_words, hamming, simhash64, simhash64_python, visible_text, words
 from crawler.metadata.store import UrlRecord, UrlState, digest8
 from crawler.warc.records import (
     Fetch,
@@ -363,5 +364,29 @@ def test_simhash_version_2_fingerprints_are_pinned() -> None:
     SIMHASH_VERSION (its keys carry it). These values are version 2's."""
     tokens = words("The quick brown fox jumps over the lazy dog; crawlers archive the web, politely, one host at a time.")
     assert len(tokens) == 19
-    assert simhash64(tokens) == 0x9DE901EBC088B821
-    assert simhash64(["solo"]) == 0x0713DCD8811C0AE3
+    for fingerprint in (simhash64, simhash64_python):
+        assert fingerprint(tokens) == 0x9DE901EBC088B821
+        assert fingerprint(["solo"]) == 0x0713DCD8811C0AE3
+        assert fingerprint(["one", "two", "three", "four"]) != fingerprint(["four", "three", "two", "one"])
+        assert fingerprint([]) is None
+
+
+def test_the_c_simhash_is_built_and_used() -> None:
+    """``make venv`` builds crawler.dedup._simhash (setup.py, libxxhash-dev); the crawl uses it when there."""
+    from crawler.dedup import _simhash
+
+    assert text_module.NATIVE
+    assert simhash64 is _simhash.simhash64
+    with pytest.raises(TypeError):
+        _simhash.simhash64(("a", "b", "c"))  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        _simhash.simhash64(["a", b"b", "c"])  # type: ignore[list-item]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(min_size=0, max_size=40), max_size=80)
+       | st.lists(st.sampled_from(["a", "b", "\u00e9t\u00e9", "\U0001f600", "x" * 700, ""]), max_size=600))
+def test_the_c_simhash_gives_the_python_fingerprint(tokens: list[str]) -> None:
+    """Same features, same hash, same majority rule: the two implementations never disagree
+    (any token, non-ASCII and astral characters, empty tokens, a shingle past the C stack buffer)."""
+    assert simhash64(tokens) == simhash64_python(tokens)
