@@ -24,6 +24,7 @@ from warcio.warcwriter import BufferWARCWriter, WARCWriter
 from crawler.dedup import text as text_module
 from crawler.dedup.text import content_words, hamming, simhash64, simhash64_python, visible_text, words
 from crawler.metadata.store import UrlRecord, UrlState, digest8
+from crawler.warc.gzip import Gzip, GzipLibrary
 from crawler.warc.records import (
     Fetch,
     RecordBuilder,
@@ -290,11 +291,12 @@ def test_url_record_round_trip() -> None:
     assert len(record.pack()) < 64  # fits Redis's default hash-max-listpack-value
 
 
-@pytest.mark.parametrize("level", [1, 6, 9])
-def test_writer_gzips_each_record_alone(tmp_path: Path, level: int) -> None:
+@pytest.mark.parametrize(("library", "level"), [(GzipLibrary.ISAL, 0), (GzipLibrary.ISAL, None),
+                                                (GzipLibrary.ISAL, 3), (GzipLibrary.ZLIB, 1), (GzipLibrary.ZLIB, 9)])
+def test_writer_gzips_each_record_alone(tmp_path: Path, library: GzipLibrary, level: int | None) -> None:
     builder = fixed_builder()
     writer = WarcFileWriter(tmp_path, "crawl", 10**9, builder, {"software": "test"}, clock=lambda: 1_700_000_000.0,
-                            worker_id="w1", gzip_level=level)
+                            worker_id="w1", gzip=Gzip(library, level))
     records = builder.fetch_records(sample_fetch())
     writer.write(records)
     closed = writer.close()
@@ -317,15 +319,39 @@ def test_writer_gzips_each_record_alone(tmp_path: Path, level: int) -> None:
         assert record.rec_type == "response"
 
 
-def test_gzip_level_setting_is_checked() -> None:
+def test_gzip_settings_are_checked() -> None:
     from scrapy.settings import Settings
 
     from crawler.exceptions import ConfigurationError
-    from crawler.settings_parsing import get_int
 
-    assert get_int(Settings({"WARC_GZIP_LEVEL": "3"}), "WARC_GZIP_LEVEL", minimum=1, maximum=9) == 3
-    with pytest.raises(ConfigurationError, match="WARC_GZIP_LEVEL.*at most 9"):
-        get_int(Settings({"WARC_GZIP_LEVEL": 10}), "WARC_GZIP_LEVEL", minimum=1, maximum=9)
+    assert Gzip.from_settings(Settings()) == Gzip(GzipLibrary.ISAL, 2)
+    assert Gzip.from_settings(Settings({"WARC_GZIP_LEVEL": "3"})) == Gzip(GzipLibrary.ISAL, 3)
+    assert Gzip.from_settings(Settings({"WARC_GZIP_LIBRARY": "ZLIB"})) == Gzip(GzipLibrary.ZLIB, 6)
+    assert Gzip.from_settings(Settings({"WARC_GZIP_LIBRARY": "zlib", "WARC_GZIP_LEVEL": 9})).level == 9
+    with pytest.raises(ConfigurationError, match="WARC_GZIP_LEVEL.*isal has levels 0-3, got 6.*'zlib' has 1-9"):
+        Gzip.from_settings(Settings({"WARC_GZIP_LEVEL": 6}))
+    with pytest.raises(ConfigurationError, match="WARC_GZIP_LEVEL.*zlib has levels 1-9, got 10"):
+        Gzip.from_settings(Settings({"WARC_GZIP_LIBRARY": "zlib", "WARC_GZIP_LEVEL": 10}))
+    with pytest.raises(ConfigurationError, match="WARC_GZIP_LEVEL.*expected an integer"):
+        Gzip.from_settings(Settings({"WARC_GZIP_LEVEL": "fast"}))
+    with pytest.raises(ConfigurationError, match="WARC_GZIP_LIBRARY.*expected one of isal, zlib, got 'brotli'"):
+        Gzip.from_settings(Settings({"WARC_GZIP_LIBRARY": "brotli"}))
+
+
+@pytest.mark.parametrize("library", list(GzipLibrary))
+def test_every_gzip_library_writes_members_warcio_and_gzip_read(tmp_path: Path, library: GzipLibrary) -> None:
+    """A file of one library's members is read whole by warcio and by Python's gzip (one stream)."""
+    import gzip as gzip_module
+
+    builder = fixed_builder()
+    writer = WarcFileWriter(tmp_path, "crawl", 10**9, builder, {"software": "test"}, clock=lambda: 1_700_000_000.0,
+                            worker_id="w1", gzip=Gzip(library))
+    for i in range(3):
+        writer.write(builder.fetch_records(sample_fetch(url=f"http://example.test/{i}")))
+    closed = writer.close()
+    records = list(ArchiveIterator(io.BytesIO(closed.warc.read_bytes())))
+    assert [record.rec_type for record in records].count("response") == 3
+    assert gzip_module.decompress(closed.warc.read_bytes()).count(b"WARC/1.1\r\n") == len(records)
 
 
 def test_append_batches_rotate_between_fetches(tmp_path: Path) -> None:

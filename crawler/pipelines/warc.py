@@ -27,6 +27,7 @@ from crawler.archiving import Archive
 from crawler.items import PageItem
 from crawler.redisconn.provider import crawl_id_for
 from crawler.settings_parsing import get_bool, get_float, get_int, setting
+from crawler.warc.gzip import Gzip
 from crawler.warc.records import Fetch, RecordBuilder, RevisitProfile
 from crawler.warc.store import Uploader, WarcStoreConfig, spooled_files
 from crawler.warc.writer import ClosedFile, FullFile, WarcFileWriter, recover_open_files
@@ -47,13 +48,13 @@ def job_dir(crawler: Crawler) -> Path:
 
 class WarcPipeline:
     def __init__(self, crawler: Crawler, store: WarcStoreConfig, max_size: int, metadata: bool,
-                 close_timeout: float, gzip_level: int = 6) -> None:
+                 close_timeout: float, gzip: Gzip | None = None) -> None:
         self.crawler = crawler
         self.store = store
         self.max_size = max_size
         self.metadata = metadata
         self.close_timeout = close_timeout
-        self.gzip_level = gzip_level
+        self.gzip = gzip or Gzip()
         self.stats = crawler.stats
         self.builder = RecordBuilder()
         self.writer: WarcFileWriter | None = None
@@ -73,7 +74,7 @@ class WarcPipeline:
             get_int(settings, "WARC_MAX_SIZE", minimum=1024),
             get_bool(settings, "WARC_METADATA_RECORDS"),
             get_float(settings, "WARC_UPLOAD_CLOSE_TIMEOUT", minimum=0.0),
-            get_int(settings, "WARC_GZIP_LEVEL", minimum=1, maximum=9),
+            Gzip.from_settings(settings),
         )
         Archive.for_crawler(crawler).join(pipeline)
         return pipeline
@@ -94,7 +95,7 @@ class WarcPipeline:
         loop = asyncio.get_running_loop()
         prefix = str(self.crawler.settings.get("WARC_PREFIX") or crawl_id_for(self.crawler))
         self.writer = WarcFileWriter(
-            self.store.spool, prefix, self.max_size, self.builder, self._warcinfo(), gzip_level=self.gzip_level
+            self.store.spool, prefix, self.max_size, self.builder, self._warcinfo(), gzip=self.gzip
         )
         recovered = await loop.run_in_executor(self._thread, recover_open_files, self.store.spool)
         if recovered:
