@@ -416,3 +416,20 @@ def test_the_c_simhash_gives_the_python_fingerprint(tokens: list[str]) -> None:
     """Same features, same hash, same majority rule: the two implementations never disagree
     (any token, non-ASCII and astral characters, empty tokens, a shingle past the C stack buffer)."""
     assert simhash64(tokens) == simhash64_python(tokens)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=300), st.floats(min_value=0, max_value=4e9, allow_nan=False)
+       | st.integers(min_value=0, max_value=4 * 10**15).map(lambda n: n / 1e6 + 5e-7))
+def test_digests_and_dates_are_the_standard_library_s(data: bytes, epoch: float) -> None:
+    """The WARC digests' base32 and dates, written without base64/strftime per call, are the same strings."""
+    import base64
+    import hashlib
+    from datetime import UTC, datetime
+
+    from crawler.warc.records import sha1_base32, warc_date
+
+    assert sha1_base32(data) == "sha1:" + base64.b32encode(hashlib.sha1(data).digest()).decode("ascii")
+    expected = datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    assert warc_date(epoch) == expected
+    assert warc_date(epoch) == expected  # the cached second too

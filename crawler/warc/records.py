@@ -32,7 +32,6 @@ the headers sent but for credentials (``Authorization``,
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import uuid
 from collections.abc import Callable
@@ -50,14 +49,36 @@ RENAMED_PREFIX = "X-Crawler-"
 MASK = "***"
 
 
+#: Base32 (RFC 4648) of every 10-bit value: two characters each.
+_BASE32_PAIRS = [a + b for a in "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567" for b in "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"]
+_SHA1_SHIFTS = tuple(range(150, -1, -10))
+
+
+def sha1_base32(data: bytes) -> str:
+    """``sha1:<base32>`` of ``data``, the form of WARC's digests (``base64.b32encode`` is pure Python:
+    a SHA-1's 160 bits are 16 pairs of base32 characters, twice as fast this way)."""
+    value = int.from_bytes(hashlib.sha1(data).digest(), "big")
+    return "sha1:" + "".join([_BASE32_PAIRS[(value >> shift) & 1023] for shift in _SHA1_SHIFTS])
+
+
 def payload_digest(payload: bytes) -> str:
     """``sha1:<base32>``, the form of ``WARC-Payload-Digest``."""
-    return "sha1:" + base64.b32encode(hashlib.sha1(payload).digest()).decode("ascii")
+    return sha1_base32(payload)
 
 
 def warc_date(epoch: float) -> str:
     """ISO 8601 UTC with microseconds, as WARC/1.1 allows."""
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    second = int(epoch // 1)
+    micro = round((epoch - second) * 1_000_000)  # as datetime rounds: half to even, carried over
+    if micro >= 1_000_000:
+        second, micro = second + 1, micro - 1_000_000
+    if second != _last_second[0]:
+        _last_second[0], _last_second[1] = second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{_last_second[1]}.{micro:06d}Z"
+
+
+#: The last whole second :func:`warc_date` formatted (most dates of a crawl fall in the same second as the one before).
+_last_second: list[Any] = [None, ""]
 
 
 @dataclass
@@ -181,7 +202,7 @@ class WarcRecord:
 
     def to_bytes(self) -> bytes:
         block = self.http if self.rec_type == "revisit" else self.http + self.payload
-        digest = "sha1:" + base64.b32encode(hashlib.sha1(block).digest()).decode("ascii")
+        digest = sha1_base32(block)
         head = "".join(f"{name}: {value}\r\n" for name, value in self.headers)
         head = (f"WARC/1.1\r\n{head}WARC-Block-Digest: {digest}\r\nContent-Type: {self.content_type}\r\n"
                 f"Content-Length: {len(block)}\r\n\r\n")
