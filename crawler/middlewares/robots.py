@@ -114,7 +114,8 @@ class RobotsTxtMiddleware:
         self.store: RobotsStore | None = None
         # The body cap needs a look at every chunk, but only of robots.txt
         # fetches: the handler is connected only while one is under way.
-        self._under_way: set[int] = set()
+        #: Robots.txt downloads under way (id of the request) and the shared record before each (a lease's).
+        self._under_way: dict[int, RobotsRecord | None] = {}
         #: Origins whose robots.txt lease met the address guard: their pages are
         #: dropped here, uncontacted (at most 10,000, oldest forgotten first).
         self._refused = BoundedSet(10_000)
@@ -215,6 +216,7 @@ class RobotsTxtMiddleware:
         origin = origin_of(request.url)
         now = time.time()
         rules = self.store.local(origin, now)
+        record = None
         if rules is None:
             record = await self._shared(origin)
             if record is not None and not record.expired(now):
@@ -228,16 +230,16 @@ class RobotsTxtMiddleware:
             complete(request, host_signal=HostSignal.NEUTRAL, reason="robots.txt decided already")
             raise Rescheduled(f"robots.txt of {origin} decided already")
         self.stats.inc_value("robots/fetched")
-        self._track(request)
+        # The lease is ours until it ends: the shared record read now is still the previous one then.
+        self._track(request, record)
 
     async def process_response(self, request: Request, response: Response) -> Response:
         if ROBOTS_META not in request.meta:
             return response
-        self._untrack(request)
+        previous = self._untrack(request)
         if handout_of(request) is None:
             return response  # a nested fetch: _fetch judges it
         origin = origin_of(request.url)
-        previous = await self._shared(origin)
         record = await self._judge(origin, response, previous, 0, request.meta.get("download_latency") or 0.0)
         # "Too many requests" for robots.txt itself: the host backs off like any throttled host.
         signal = HostSignal.THROTTLED if record.status == 429 else HostSignal.OK
@@ -247,7 +249,7 @@ class RobotsTxtMiddleware:
     async def process_exception(self, request: Request, exception: Exception) -> None:
         if ROBOTS_META not in request.meta:
             return
-        self._untrack(request)
+        previous = self._untrack(request)
         if handout_of(request) is None or isinstance(exception, Rescheduled):
             return
         origin = origin_of(request.url)
@@ -269,7 +271,7 @@ class RobotsTxtMiddleware:
             signal = HostSignal.NEUTRAL  # the host answered: not a reason to park it
         else:
             signal = HostSignal.FAILED
-        record = self._failed(origin, exception, await self._shared(origin))
+        record = self._failed(origin, exception, previous)
         await self._close_lease(request, origin, record, signal)
 
     async def _close_lease(self, request: Request, origin: str, record: RobotsRecord, signal: HostSignal) -> None:
@@ -374,16 +376,20 @@ class RobotsTxtMiddleware:
         self.stats.inc_value("robots/disallowed")
         raise IgnoreRequest(f"robots.txt unreachable: {request.url}")
 
-    def _track(self, request: Request) -> None:
+    def _track(self, request: Request, previous: RobotsRecord | None = None) -> None:
+        """A robots.txt download under way, with the origin's shared record before it (a lease's)."""
         if not self._under_way:
             self.crawler.signals.connect(self._bytes_received, signal=signals.bytes_received)
-        self._under_way.add(id(request))
+        self._under_way[id(request)] = previous
 
-    def _untrack(self, request: Request) -> None:
-        if id(request) in self._under_way:
-            self._under_way.discard(id(request))
-            if not self._under_way:
-                self.crawler.signals.disconnect(self._bytes_received, signal=signals.bytes_received)
+    def _untrack(self, request: Request) -> RobotsRecord | None:
+        """The download is over: the shared record :meth:`_track` was given."""
+        if id(request) not in self._under_way:
+            return None
+        previous = self._under_way.pop(id(request))
+        if not self._under_way:
+            self.crawler.signals.disconnect(self._bytes_received, signal=signals.bytes_received)
+        return previous
 
     async def _download(self, fetch: Request) -> Response:
         """A nested robots.txt download through the engine (redirect hops, requests the frontier did not serve)."""
