@@ -383,6 +383,7 @@ def test_append_batches_rotate_between_fetches(tmp_path: Path) -> None:
 def test_words_are_the_regex_word_runs(text: str) -> None:
     """The ASCII fast path of :func:`words` gives exactly the tokens of ``\\w+`` on the lowercased text."""
     assert words(text, max_words=10_000) == re.findall(r"\w+", text.lower())
+    assert words(text, max_words=3) == re.findall(r"\w+", text.lower())[:3]
 
 
 def test_simhash_version_2_fingerprints_are_pinned() -> None:

@@ -75,25 +75,33 @@ def content_words(tree: LexborHTMLParser, text: str, max_words: int = 2000, min_
     """
     root = tree.body or tree.root
     if min_block_words > 0 and root is not None:
+        # (At most min_block_words splits: a long block is not split whole to be counted.)
         blocks = [block for node in root.css(_BLOCKS)
-                  if len((block := node.text(separator=" ", strip=True)).split()) >= min_block_words]
+                  if len((block := node.text(separator=" ", strip=True)).split(None, min_block_words))
+                  >= min_block_words]
         if 2 * sum(map(len, blocks)) >= len(text):
             return words(" ".join(blocks), max_words)
     return words(text, max_words)
 
 
-#: ASCII characters that are not word characters, mapped to spaces (see :func:`words`).
-_ASCII_NON_WORD = str.maketrans({chr(c): " " for c in range(128) if not (chr(c).isalnum() or chr(c) == "_")})
+#: Bytes of ASCII text: word characters lowercased, every other byte a space (see :func:`words`).
+_ASCII_WORD_BYTES = bytes(
+    (byte | 0x20 if 65 <= byte <= 90 else byte) if byte < 128 and (chr(byte).isalnum() or byte == 95) else 32
+    for byte in range(256)
+)
 
 
 def words(text: str, max_words: int = 2000) -> list[str]:
     """The lowercased ``\\w+`` runs of ``text``, at most ``max_words``.
 
-    ASCII text (most pages) is split after mapping its non-word characters to
-    spaces: the same tokens as the regular expression, four times faster.
+    ASCII text (most pages) is lowercased and its non-word characters made
+    spaces by one ``bytes.translate``, then split: the same tokens as the
+    regular expression, several times faster.
     """
-    lowered = text.lower()
-    found = lowered.translate(_ASCII_NON_WORD).split() if lowered.isascii() else _WORD.findall(lowered)
+    if text.isascii():
+        found = text.encode("ascii").translate(_ASCII_WORD_BYTES).decode("ascii").split(None, max_words)
+    else:
+        found = _WORD.findall(text.lower())
     return found[:max_words]
 
 
