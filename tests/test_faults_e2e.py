@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
+import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from crawler.frontier.keys import FrontierKeys
@@ -226,3 +227,59 @@ def test_hundreds_of_concurrent_redis_calls_wait_for_a_connection_instead_of_fai
     count, opened = asyncio.run(burst())
     assert count == 300
     assert 1 <= opened <= 8
+
+
+def test_batched_replies_keep_errors_in_place_and_time_out_as_a_whole(redis_server: RedisServer) -> None:
+    """read_replies (frontier steps, batched scripts): an error reply takes its place and the replies after it
+    are still read; a server that never answers is a Redis TimeoutError after the connection's socket_timeout
+    (one timeout for the batch), and the connection is dropped."""
+    import asyncio
+    import socket
+    import time
+
+    from redis.asyncio import Redis
+    from redis.exceptions import ResponseError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    from crawler.redisconn.link import read_replies
+    from crawler.redisconn.resp import command
+
+    async def in_step() -> list[object]:
+        client = Redis.from_url(redis_server.url, socket_timeout=5)
+        connection = await client.connection_pool.get_connection()
+        await connection.send_packed_command(
+            command("SET", "rr", "1") + command("INCR", "rr", "x") + command("GET", "rr") + command("LPUSH", "rr", "v"),
+            check_health=False)
+        replies = await read_replies(connection, 4)
+        await client.connection_pool.release(connection)
+        await client.aclose()
+        return replies
+
+    replies = asyncio.run(in_step())
+    assert replies[0] is True or replies[0] == b"OK"
+    assert isinstance(replies[1], ResponseError)  # INCR with two arguments
+    assert replies[2] == b"1"
+    assert isinstance(replies[3], ResponseError)  # WRONGTYPE
+    assert "WRONGTYPE" in str(replies[3])
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    port = silent.getsockname()[1]
+
+    async def no_answer() -> tuple[float, bool]:
+        client = Redis(host="127.0.0.1", port=port, socket_timeout=0.5, protocol=2, driver_info=None)  # no SETINFO
+        connection = client.connection_pool.make_connection()
+        await connection.connect_check_health(check_health=False)
+        await connection.send_packed_command(command("PING") + command("PING"), check_health=False)
+        started = time.monotonic()
+        with pytest.raises(RedisTimeoutError):
+            await read_replies(connection, 2)
+        return time.monotonic() - started, connection.is_connected
+
+    try:
+        waited, connected = asyncio.run(no_answer())
+    finally:
+        silent.close()
+    assert waited >= 0.4
+    assert not connected

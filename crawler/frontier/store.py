@@ -60,7 +60,7 @@ from crawler.frontier.steps import (
     read_counts,
 )
 from crawler.policy.backoff import BackoffPolicy
-from crawler.redisconn.link import AnyRedis, KeyConnection, is_slot_error
+from crawler.redisconn.link import AnyRedis, KeyConnection, is_slot_error, read_replies
 from crawler.schema import script_source
 from crawler.urls.fingerprint import bloom_positions, exact_key
 
@@ -206,18 +206,12 @@ class RedisFrontier:
     async def _read(self, count: int) -> list[Any]:
         """Read ``count`` replies in order (an error reply keeps the stream in step)."""
         connection = await self._link.get()
-        replies: list[Any] = []
-        failure: ResponseError | None = None
         try:
-            for _ in range(count):
-                try:
-                    replies.append(await connection.read_response())
-                except ResponseError as exc:
-                    replies.append(exc)
-                    failure = failure or exc
+            replies = await read_replies(connection, count)
         except BaseException:
             await self._link.drop()
             raise
+        failure = next((reply for reply in replies if isinstance(reply, ResponseError)), None)
         if failure is not None:
             if is_slot_error(failure):
                 raise await self._link.moved(failure)

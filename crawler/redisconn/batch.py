@@ -17,7 +17,7 @@ from typing import Any
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
-from crawler.redisconn.link import AnyRedis, KeyConnection, is_slot_error
+from crawler.redisconn.link import AnyRedis, KeyConnection, is_slot_error, read_replies
 from crawler.redisconn.resp import command
 
 
@@ -116,13 +116,7 @@ class BatchedScripts:
         connection = await link.get()
         try:
             await connection.send_packed_command(payload, check_health=False)
-            replies: list[Any] = []
-            for _ in batch:
-                try:
-                    replies.append(await connection.read_response())
-                except ResponseError as exc:
-                    replies.append(exc)
-            return replies
+            return await read_replies(connection, len(batch))
         except BaseException:
             await link.drop()
             raise

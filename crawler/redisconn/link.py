@@ -14,12 +14,15 @@ after any lost connection.
 
 from __future__ import annotations
 
+import asyncio
+import math
 from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import AskError, ClusterDownError, MovedError, ResponseError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 #: A client of either kind.
 AnyRedis = Redis | RedisCluster
@@ -93,3 +96,25 @@ class KeyConnection:
         if isinstance(client, RedisCluster):
             await client.nodes_manager.initialize()
         return SlotMovedError(f"{self.key}: {error}")
+
+
+async def read_replies(connection: Any, count: int) -> list[Any]:
+    """``count`` replies in order, an error reply in its place (the stream stays in step).
+
+    One timeout (the connection's ``socket_timeout``) for all of them, not one
+    per reply as redis-py's ``read_response`` sets by default: that costs
+    microseconds per reply, and a frontier step or a batch has dozens.
+    """
+    replies: list[Any] = []
+    append = replies.append
+    try:
+        async with asyncio.timeout(connection.socket_timeout):
+            for _ in range(count):
+                try:
+                    append(await connection.read_response(timeout=math.inf))
+                except ResponseError as exc:
+                    append(exc)
+    except TimeoutError:
+        await connection.disconnect(nowait=True)
+        raise RedisTimeoutError(f"Timeout reading {count} replies") from None
+    return replies
