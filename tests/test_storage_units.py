@@ -434,3 +434,17 @@ def test_digests_and_dates_are_the_standard_library_s(data: bytes, epoch: float)
     expected = datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     assert warc_date(epoch) == expected
     assert warc_date(epoch) == expected  # the cached second too
+
+
+def test_record_ids_are_random_version_4_uuids() -> None:
+    import uuid
+
+    from crawler.warc.records import RecordIds
+
+    ids = [RecordIds()() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    for record_id in ids:
+        assert record_id.startswith("<urn:uuid:") and record_id.endswith(">")
+        parsed = uuid.UUID(record_id[len("<urn:uuid:"):-1])
+        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
+        assert str(parsed) == record_id[len("<urn:uuid:"):-1]
