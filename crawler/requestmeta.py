@@ -33,8 +33,9 @@ SITEMAP_META = "sitemap"
 #: A URL a sitemap listed: the flag, and its ``lastmod`` as written.
 FROM_SITEMAP_META = "from_sitemap"
 SITEMAP_LASTMOD_META = "sitemap_lastmod"
-#: Bytes of a robots.txt body received so far (the body cap).
-ROBOTS_BYTES_META = "robots_bytes"
+#: Keep at most about this many bytes of the body: the download stops once more arrived and the
+#: response has what did (not a failure, unlike ``download_maxsize``; robots.txt's cap).
+BODY_LIMIT_META = "body_limit"
 #: The page module that asked for a request (its responses go back to it).
 MODULE_META = "module"
 #: Render this request's page in the browser (True) or never (False), whatever its host's mark.

@@ -29,6 +29,7 @@ from crawler.downloader import http11
 from crawler.downloader.errors import ServerSilentError, TlsError
 from crawler.downloader.handler import CrawlerDownloadHandler, FetchClient
 from crawler.exceptions import ConfigurationError
+from crawler.requestmeta import BODY_LIMIT_META
 from support.mockweb import free_port
 
 #: One answer: the bytes to send (in pieces, to split heads and chunks across
@@ -356,6 +357,52 @@ def test_handler_signals_stop_downloads_and_protocol_errors_are_download_failure
         ([b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\n", b"abc", b"def"], True),
         ([b"garbage\r\n\r\n"], True),
     ], test))
+
+
+def test_a_body_limit_keeps_what_arrived_up_to_it_through_both_clients() -> None:
+    """``BODY_LIMIT_META`` (robots.txt's cap): past the limit the download stops and the response has the
+    body so far, not a failure (DOWNLOAD_MAXSIZE fails instead), through the lean client and aiohttp alike,
+    with no receiver of ``bytes_received`` (the limit needs none)."""
+    from crawler.scrapy_internals import has_receivers
+
+    body = b"".join(bytes([65 + i]) * 1000 for i in range(9))
+    bodies: list[bytes] = []
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # 4,000 bytes, a pause, the other 5,000: a client that stops at its limit never waits for them.
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 9000\r\n\r\n" + body[:4000])
+            await writer.drain()
+            await asyncio.sleep(2)
+            writer.write(body[4000:])
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    async def run() -> None:
+        server = await asyncio.start_server(answer, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            for client in (FetchClient.LEAN, FetchClient.AIOHTTP):
+                handler = handler_for(client)
+                assert not has_receivers(handler.crawler.signals.sender, signals.bytes_received)
+                try:
+                    request = Request(f"http://127.0.0.1:{port}/robots.txt", meta={BODY_LIMIT_META: 3000})
+                    response = await handler.download_request(request)
+                    assert response.status == 200
+                    bodies.append(response.body)
+                finally:
+                    await handler.close()
+        finally:
+            server.close()
+
+    asyncio.run(run())
+    # The rest is sent 2 s later: a client that waited for it would have all 9,000 bytes.
+    assert [len(b) for b in bodies] == [4000, 4000]
+    assert all(b == body[:4000] for b in bodies)
 
 
 def test_handler_escapes_unsafe_targets_and_names_a_bad_client_setting() -> None:

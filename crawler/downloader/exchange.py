@@ -66,18 +66,29 @@ def response_headers(pairs: list[tuple[bytes, bytes]]) -> Headers:
 
 
 class BytesReceived:
-    """Sends ``bytes_received`` for each piece of a body; keeps the ``StopDownload`` a receiver raised."""
+    """Per piece of a body: the ``bytes_received`` signal (``signal``: when anything listens), and
+    the request's body limit (``limit`` bytes, 0: none). Keeps the ``StopDownload`` that ends it."""
 
-    __slots__ = ("crawler", "request", "stop")
+    __slots__ = ("crawler", "limit", "received", "request", "signal", "stop")
 
-    def __init__(self, crawler: Crawler, request: Request) -> None:
+    def __init__(self, crawler: Crawler, request: Request, *, signal: bool = True, limit: int = 0) -> None:
         self.crawler = crawler
         self.request = request
+        self.signal = signal
+        self.limit = limit
+        self.received = 0
         self.stop: StopDownload | None = None
 
     def __call__(self, data: bytes) -> bool:
-        self.stop = check_stop_download(signals.bytes_received, self.crawler, self.request, data=data)
-        return self.stop is not None
+        if self.signal:
+            self.stop = check_stop_download(signals.bytes_received, self.crawler, self.request, data=data)
+            if self.stop is not None:
+                return True
+        self.received += len(data)
+        if self.limit and self.received > self.limit:
+            self.stop = StopDownload(fail=False)
+            return True
+        return False
 
 
 _ADDRESSES: dict[str, ipaddress.IPv4Address | ipaddress.IPv6Address] = {}

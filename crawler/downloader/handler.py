@@ -69,7 +69,7 @@ from crawler.downloader.exchange import (
 )
 from crawler.downloader.limits import SPARE_DESCRIPTORS, ensure_file_descriptors
 from crawler.downloader.netguard import AddressPolicy, BlockedAddressError, parse_ip
-from crawler.requestmeta import CONTACTED_META, VERBATIM_URL_META
+from crawler.requestmeta import BODY_LIMIT_META, CONTACTED_META, VERBATIM_URL_META
 from crawler.scrapy_internals import (
     AiohttpDownloadHandler,
     _ClientResponse,
@@ -136,7 +136,7 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
             connector=connector,
             cookie_jar=aiohttp.DummyCookieJar(),
             auto_decompress=False,
-            response_class=_ClientResponse,
+            response_class=_LimitedResponse,
             skip_auto_headers=("Accept", "Accept-Encoding", "Content-Type", "User-Agent"),
         )
 
@@ -289,10 +289,13 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
             raise DownloadConnectionRefusedError(f"Cannot connect to {host}:{port}: {exc}") from exc
 
     def _chunk_hook(self, request: Request) -> BytesReceived | None:
-        """The ``bytes_received`` signal per piece of body, when anything listens to it."""
-        if not has_receivers(self._signals.sender, signals.bytes_received):
+        """What looks at each piece of body: the ``bytes_received`` signal when anything listens
+        to it, the request's body limit (``BODY_LIMIT_META``) if it has one; None: nothing."""
+        limit = int(request.meta.get(BODY_LIMIT_META) or 0)
+        signal = has_receivers(self._signals.sender, signals.bytes_received)
+        if not signal and not limit:
             return None
-        return BytesReceived(self.crawler, request)
+        return BytesReceived(self.crawler, request, signal=signal, limit=limit)
 
     async def _receive(
         self, request: Request, connection: http11.HttpConnection, head: http11.ResponseHead, maxsize: int,
@@ -382,7 +385,9 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
                 allow_redirects=False,
                 proxy=proxy,
             ) as response:
-                yield cast("_ClientResponse", response)
+                limited = cast("_LimitedResponse", response)
+                limited.body_limit = int(request.meta.get(BODY_LIMIT_META) or 0)
+                yield limited
         except aiohttp.ConnectionTimeoutError as exc:
             raise DownloadTimeoutError(f"Connecting to {host} took longer than {self._connect_timeout} s") from exc
         except TimeoutError as exc:
@@ -396,7 +401,29 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
         except aiohttp.ClientError as exc:
             raise DownloadFailedError(str(exc)) from exc
 
+    @staticmethod
+    def _iter_body_chunks(response: _ClientResponse) -> AsyncIterator[bytes]:
+        """The body's pieces; past the request's body limit, no more (the response has what came)."""
+        chunks: AsyncIterator[bytes] = response.content.iter_any()
+        limit = getattr(response, "body_limit", 0)
+        return _up_to(chunks, limit) if limit else chunks
+
     async def close(self) -> None:
         self._pool.close()
         await self._unused_session.close()
         await super().close()
+
+
+class _LimitedResponse(_ClientResponse):
+    """Scrapy's aiohttp response, with the request's body limit (``BODY_LIMIT_META``; 0: none)."""
+
+    body_limit: int = 0
+
+
+async def _up_to(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:
+    received = 0
+    async for chunk in chunks:
+        yield chunk
+        received += len(chunk)
+        if received > limit:
+            return

@@ -43,11 +43,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urljoin
 
 from scrapy import Request, signals
-from scrapy.exceptions import CannotResolveHostError, IgnoreRequest, NotConfigured, StopDownload
+from scrapy.exceptions import CannotResolveHostError, IgnoreRequest, NotConfigured
 from scrapy.http.request import NO_CALLBACK
 
 from crawler.bounded import BoundedSet
@@ -60,7 +60,7 @@ from crawler.frontier.shards import ShardRouter
 from crawler.policy.backoff import parse_retry_after
 from crawler.policy.politeness import PolitenessPolicy
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
-from crawler.requestmeta import ROBOTS_BYTES_META, ROBOTS_META
+from crawler.requestmeta import BODY_LIMIT_META, ROBOTS_META
 from crawler.robots.policy import (
     MAX_REDIRECTS,
     ROBOTS_PATH,
@@ -112,8 +112,6 @@ class RobotsTxtMiddleware:
         self.router = ShardRouter.for_crawler(crawler)
         self.sitemaps = SitemapSettings.from_settings(crawler.settings)
         self.store: RobotsStore | None = None
-        # The body cap needs a look at every chunk, but only of robots.txt
-        # fetches: the handler is connected only while one is under way.
         #: Robots.txt downloads under way (id of the request) and the shared record before each (a lease's).
         self._under_way: dict[int, RobotsRecord | None] = {}
         #: Origins whose robots.txt lease met the address guard: their pages are
@@ -139,14 +137,6 @@ class RobotsTxtMiddleware:
 
     async def _spider_opened(self) -> None:
         self.store = RobotsStore(await self.provider.client(), self.router, self.config)
-
-    def _bytes_received(self, data: bytes, request: Request, spider: Any = None) -> None:
-        if ROBOTS_META not in request.meta:
-            return
-        received = request.meta.get(ROBOTS_BYTES_META, 0) + len(data)
-        request.meta[ROBOTS_BYTES_META] = received
-        if received > self.config.max_bytes:
-            raise StopDownload(fail=False)
 
     async def process_request(self, request: Request) -> None:
         meta = request.meta
@@ -377,19 +367,19 @@ class RobotsTxtMiddleware:
         raise IgnoreRequest(f"robots.txt unreachable: {request.url}")
 
     def _track(self, request: Request, previous: RobotsRecord | None = None) -> None:
-        """A robots.txt download under way, with the origin's shared record before it (a lease's)."""
-        if not self._under_way:
-            self.crawler.signals.connect(self._bytes_received, signal=signals.bytes_received)
+        """A robots.txt download under way, with the origin's shared record before it (a lease's).
+
+        Its body is cut at ``ROBOTS_MAX_BYTES`` by the download handler (what came is kept, as
+        RFC 9309 asks: rules past the limit are not read).
+        """
+        request.meta[BODY_LIMIT_META] = self.config.max_bytes
         self._under_way[id(request)] = previous
 
     def _untrack(self, request: Request) -> RobotsRecord | None:
         """The download is over: the shared record :meth:`_track` was given."""
         if id(request) not in self._under_way:
             return None
-        previous = self._under_way.pop(id(request))
-        if not self._under_way:
-            self.crawler.signals.disconnect(self._bytes_received, signal=signals.bytes_received)
-        return previous
+        return self._under_way.pop(id(request))
 
     async def _download(self, fetch: Request) -> Response:
         """A nested robots.txt download through the engine (redirect hops, requests the frontier did not serve)."""
