@@ -235,3 +235,31 @@ def test_hostile_pages_are_bounded_and_the_crawl_goes_on(tmp_path: Path, redis_s
     assert stat(result, "render/timeout") + stat(result, "render/failed/no_dom") >= 1  # never_settles, busy
     assert stat(result, "render/popups_closed") >= 1
     assert stat(result, "render/subrequests/blocked_budget") >= 1
+
+
+def test_a_detected_mark_never_overwrites_an_operator_s(redis_server: RedisServer) -> None:
+    """RenderMarks.detected checks and writes in one script: an operator's on/off set meanwhile stays."""
+    import asyncio
+
+    from redis.asyncio import Redis
+
+    from crawler.render.marks import HostMark, Mark, RenderMarks
+
+    async def run() -> tuple[HostMark, HostMark, HostMark, dict[bytes, bytes]]:
+        client = Redis.from_url(redis_server.url)
+        key = "render-test:marks"
+        await client.delete(key)
+        await client.hset(key, "forced.test", "off")
+        marks = RenderMarks(client, key)
+        kept = await marks.detected("forced.test", Mark.JS, 3600)
+        placed = await marks.detected("free.test", Mark.STATIC, 3600)
+        again = await marks.detected("free.test", Mark.JS, 3600)  # a detected mark is replaced
+        stored = await client.hgetall(key)
+        await client.aclose()
+        return kept, placed, again, stored
+
+    kept, placed, again, stored = asyncio.run(run())
+    assert kept == HostMark(Mark.OFF)
+    assert placed.mark is Mark.STATIC and again.mark is Mark.JS
+    assert stored[b"forced.test"] == b"off"
+    assert stored[b"free.test"].startswith(b"js:")

@@ -20,7 +20,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from crawler.redisconn.link import AnyRedis
@@ -90,6 +90,19 @@ def decide(host: str, stored: list[HostMark | None], now: float) -> HostMark | N
     return own if own is not None and own.stands(now) else None
 
 
+#: HSET the field ARGV[1] to ARGV[2] unless it holds one of ARGV[3..] (an operator's mark); the value in force.
+_PLACE_UNLESS_FORCED = """
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+for i = 3, #ARGV do
+  if current == ARGV[i] then
+    return current
+  end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return ARGV[2]
+"""
+
+
 class RenderMarks:
     """The crawl's render marks, read through a bounded cache of ``cache_seconds``."""
 
@@ -99,6 +112,7 @@ class RenderMarks:
         self.cache_size = cache_size
         self.cache_seconds = cache_seconds
         self._cache: OrderedDict[str, tuple[float, HostMark | None]] = OrderedDict()
+        self._place: Any = None
 
     def cached(self, host: str, now: float) -> tuple[bool, HostMark | None]:
         """(whether the cache answers for ``host``, the mark in force if it does): no I/O."""
@@ -126,16 +140,17 @@ class RenderMarks:
             self._cache.popitem(last=False)
 
     async def detected(self, host: str, mark: Mark, seconds: float) -> HostMark:
-        """Record what sampling found for ``host``, for ``seconds``; an operator's mark is left alone."""
+        """Record what sampling found for ``host``, for ``seconds``; an operator's mark is left alone
+        (checked and written in one script: one round trip, and no operator's mark set meanwhile lost)."""
         now = time.time()
         value = HostMark(mark, now + seconds)
-        current = HostMark.decode(await self.client.hget(self.key, host))
-        if current is not None and current.mark.forced:
-            self._remember(host, current, now)
-            return current
-        await self.client.hset(self.key, host, value.encode())
-        self._remember(host, value, now)
-        return value
+        if self._place is None:
+            self._place = self.client.register_script(_PLACE_UNLESS_FORCED)
+        forced = [forced.value for forced in Mark if forced.forced]
+        stored = await self._place(keys=[self.key], args=[host, value.encode(), *forced])
+        placed = HostMark.decode(stored) or value
+        self._remember(host, placed, now)
+        return placed
 
 
 async def force(client: AnyRedis, key: str, name: str, mark: Mark | None) -> None:
