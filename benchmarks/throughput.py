@@ -22,9 +22,11 @@ pages per CPU-second of the tree, peak RSS, and politeness violations from
 the mock web's log (overlaps; start-to-start gaps below the delay in force,
 audited against the shipped policy in the polite runs).
 
-Usage: ``python benchmarks/throughput.py [--seconds 30] [--hosts 2000] [--skip-plain] [--skip-stages]
-[--workers-only] [--pairs N] [--compare-clients]`` (``make bench``). Not a test: numbers depend on
-the machine and its load. ``--pairs N`` runs the one-worker / two-workers pair N times, alternated.
+Usage: ``python benchmarks/throughput.py [--seconds 30] [--hosts 2000] [--rounds 3] [--skip-plain]
+[--skip-stages] [--workers-only] [--pairs N] [--compare-clients]`` (``make bench``). Not a test: numbers
+depend on the machine and its load. ``--rounds N`` runs each headline pair (the crawler, then plain
+Scrapy) N times, alternated, and prints the medians; ``--pairs N`` does the same for the one-worker /
+two-workers pair.
 """
 
 from __future__ import annotations
@@ -372,6 +374,23 @@ def print_table(results: list[RunResult]) -> None:
         )
 
 
+def headline(name: str, ours: list[RunResult], plain: list[RunResult]) -> str:
+    """The crawler's CPU per page (tree) against plain Scrapy's: medians of the runs, and each round's ratio."""
+    tree = statistics.median(run.tree_ms_per_page for run in ours)
+    steady = statistics.median(run.steady_ms_per_page for run in ours)
+    line = (f"{name}: crawler (defaults): {tree:.2f} ms CPU per page, workers + redis-server (median of {len(ours)}; "
+            f"steady window, workers only: {steady:.2f}); {statistics.median(r.pages_per_second for r in ours):.0f} "
+            f"pages/s")
+    if plain:
+        ratios = [p.tree_ms_per_page / o.tree_ms_per_page for o, p in zip(ours, plain)]
+        line += (f"; plain Scrapy {statistics.median(p.tree_ms_per_page for p in plain):.2f} ms per page; crawler / "
+                 f"plain Scrapy = {statistics.median(ratios):.2f}x pages per CPU-second (median of the rounds' "
+                 f"ratios: {', '.join(f'{r:.2f}' for r in ratios)}), "
+                 f"{statistics.median(o.pages_per_second / p.pages_per_second for o, p in zip(ours, plain)):.2f}x "
+                 f"pages/s")
+    return line
+
+
 def describe(spec: WebSpec) -> str:
     """The web's shape: hosts, pages, and a page's mean size and links (from a sample of its pages)."""
     sample = [(host, page) for host in range(0, spec.hosts, max(1, spec.hosts // 40))
@@ -408,14 +427,17 @@ def main() -> None:
     parser.add_argument("--skip-plain", action="store_true", help="no plain Scrapy runs")
     parser.add_argument("--skip-stages", action="store_true", help="no per-stage breakdown rows")
     parser.add_argument("--workers-only", action="store_true", help="only the two-workers-against-one block")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="headline runs per web: the crawler and plain Scrapy alternated this many times, the "
+                             "median printed (this shared machine's speed moves by 10%% or more between runs)")
     parser.add_argument("--pairs", type=int, default=1,
                         help="run the one-worker / two-workers pair this many times, alternated, and print the median "
                              "ratio (the machine's noise is about +-5%% per run)")
     parser.add_argument("--compare-clients", action="store_true",
                         help="also crawl the 5 KB web with FETCH_HTTP_CLIENT=aiohttp, side by side")
     args = parser.parse_args()
-    if args.pairs < 1:
-        parser.error("--pairs must be at least 1")
+    if args.pairs < 1 or args.rounds < 1:
+        parser.error("--pairs and --rounds must be at least 1")
 
     workdir = Path(tempfile.mkdtemp(prefix="crawler-bench-"))
     plain_cwd = workdir / "plain"  # no scrapy.cfg here: plain Scrapy defaults
@@ -438,19 +460,18 @@ def main() -> None:
             web = Web(spec, workdir / f"web-{len(results)}.log")
             try:
                 seeds = web.seeds(workdir / "seeds.txt")
-                ours = crawl(f"{name}: crawler, defaults (polite, full pipeline)", web, seeds)
-                plain = None
-                if not args.skip_plain:
-                    plain = measure(f"{name}: plain Scrapy follow-all", web, services,
-                                    [(plain_command(seeds, args.seconds), plain_cwd)], args.seconds)
-                    results.append(plain)
-                    print_table([plain])
-                    lines.append(
-                        f"{name}: crawler (defaults) / plain Scrapy = "
-                        f"{ours.pages_per_cpu_second / plain.pages_per_cpu_second:.2f}x pages per CPU-second "
-                        f"(workers + redis-server: {ours.tree_ms_per_page:.2f} against {plain.tree_ms_per_page:.2f} ms "
-                        f"per page), {ours.pages_per_second / plain.pages_per_second:.2f}x pages/s"
-                    )
+                ours_runs: list[RunResult] = []
+                plain_runs: list[RunResult] = []
+                for round_ in range(args.rounds):
+                    tag = f" #{round_ + 1}" if args.rounds > 1 else ""
+                    ours_runs.append(crawl(f"{name}: crawler, defaults (polite, full pipeline){tag}", web, seeds))
+                    if not args.skip_plain:
+                        plain = measure(f"{name}: plain Scrapy follow-all{tag}", web, services,
+                                        [(plain_command(seeds, args.seconds), plain_cwd)], args.seconds)
+                        results.append(plain)
+                        print_table([plain])
+                        plain_runs.append(plain)
+                lines.append(headline(name, ours_runs, plain_runs))
                 if name.startswith("5 KB") and not args.skip_stages:
                     for label, extra in STAGES:
                         crawl(f"{name}: {label}", web, seeds, extra, polite=False)
@@ -458,7 +479,7 @@ def main() -> None:
                     aio = crawl(f"{name}: crawler, defaults, aiohttp client", web, seeds,
                                 ("-s", "FETCH_HTTP_CLIENT=aiohttp"))
                     lines.append(f"{name}: aiohttp client / lean client = "
-                                 f"{aio.tree_ms_per_page / ours.tree_ms_per_page:.2f}x CPU per page")
+                                 f"{aio.tree_ms_per_page / ours_runs[-1].tree_ms_per_page:.2f}x CPU per page")
             finally:
                 web.stop()
         # Two workers against one, as shipped (polite, full pipeline), on a web
