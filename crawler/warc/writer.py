@@ -45,7 +45,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-import surt as surt_package
 from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
 from warcio.recordloader import ArcWarcRecord
@@ -53,15 +52,9 @@ from warcio.warcwriter import WARCWriter
 
 from crawler.warc.gzip import Gzip
 from crawler.warc.records import RecordBuilder, WarcRecord
+from crawler.warc.surtkey import surt
 
 OPEN_SUFFIX = ".open"
-
-
-def surt(url: str) -> str:
-    """The canonical SURT key of a URL, as replay tools compute it (pywb, OutbackCDX: the ``surt``
-    package): ``com,example)/path?a=1&b=2`` (lowercase, no scheme, no ``www``, query arguments
-    sorted, an IP address reversed like a host name)."""
-    return str(surt_package.surt(url))
 
 
 @dataclass(frozen=True)
