@@ -103,6 +103,10 @@ return ARGV[2]
 """
 
 
+#: The stored values of an operator's marks (the script leaves them alone).
+_FORCED_VALUES = tuple(mark.value for mark in Mark if mark.forced)
+
+
 class RenderMarks:
     """The crawl's render marks, read through a bounded cache of ``cache_seconds``."""
 
@@ -146,8 +150,7 @@ class RenderMarks:
         value = HostMark(mark, now + seconds)
         if self._place is None:
             self._place = self.client.register_script(_PLACE_UNLESS_FORCED)
-        forced = [forced.value for forced in Mark if forced.forced]
-        stored = await self._place(keys=[self.key], args=[host, value.encode(), *forced])
+        stored = await self._place(keys=[self.key], args=[host, value.encode(), *_FORCED_VALUES])
         placed = HostMark.decode(stored) or value
         self._remember(host, placed, now)
         return placed

@@ -68,11 +68,9 @@ class Gzip:
                 f"{self.library.value} has levels {low}-{high}, got {self.level}"
                 + (" (WARC_GZIP_LIBRARY = 'zlib' has 1-9)" if self.library is GzipLibrary.ISAL else ""),
             )
-        object.__setattr__(self, "_compress", _COMPRESS[self.library])
 
     def __call__(self, data: bytes) -> bytes:
-        compress: Callable[..., bytes] = self._compress  # type: ignore[attr-defined]
-        return compress(data, self.level, wbits=GZIP_WBITS)
+        return _COMPRESS[self.library](data, self.level, wbits=GZIP_WBITS)
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> Gzip:
