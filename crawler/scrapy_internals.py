@@ -6,8 +6,9 @@ it, so an upgrade that moves one fails a unit test here, loudly, instead of a
 crawl later:
 
 * the engine's slot (:func:`engine_slot`): its record of requests still
-  being processed, and its "look for work now" call; the frontier scheduler
-  acks a lease when the engine is done with its request; and whether the
+  being processed, watched so that the frontier scheduler hears of each
+  request the engine is done with (and acks its lease), and its "look for
+  work now" call; and whether the
   engine stays open when idle (:func:`engine_is_interactive`: ``scrapy
   shell``, whose ``fetch()`` waits on the very request object it scheduled);
 * Scrapy's aiohttp download handler and its response class, which the
@@ -20,6 +21,7 @@ crawl later:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from pydispatch.dispatcher import getAllReceivers, liveReceivers
@@ -44,16 +46,38 @@ __all__ = [
 ]
 
 
-def engine_slot(engine: ExecutionEngine | None) -> tuple[set[Any], Any]:
-    """The engine's set of requests in progress and its ``nextcall`` (``schedule()`` asks it to look for work)."""
-    slot = getattr(engine, "_slot", None)
-    if slot is None or not hasattr(slot, "inprogress") or not hasattr(slot, "nextcall"):
+class _WatchedRequests(set[Any]):
+    """The engine's set of requests in progress, telling ``on_removed`` of each one the engine is done with
+    (the engine removes a request once its download, callback and outputs are through)."""
+
+    __slots__ = ("on_removed",)
+
+    def __init__(self, members: Iterable[Any], on_removed: Callable[[Any], None]) -> None:
+        super().__init__(members)
+        self.on_removed = on_removed
+
+    def remove(self, request: Any) -> None:
+        super().remove(request)
+        self.on_removed(request)
+
+    def discard(self, request: Any) -> None:
+        if request in self:
+            self.remove(request)
+
+
+def engine_slot(engine: ExecutionEngine | None, on_finished: Callable[[Any], None]) -> Any:
+    """Watch the engine's requests in progress (``on_finished(request)`` when the engine is done with
+    one); the engine's ``nextcall`` (``schedule()`` asks it to look for work)."""
+    slot: Any = getattr(engine, "_slot", None)
+    inprogress = getattr(slot, "inprogress", None)
+    if not isinstance(inprogress, set) or not hasattr(slot, "nextcall"):
         raise ConfigurationError(
             "SCHEDULER",
-            "this Scrapy version's engine has no slot with 'inprogress' and 'nextcall'; "
+            "this Scrapy version's engine has no slot with a set 'inprogress' and 'nextcall'; "
             "the frontier scheduler needs the Scrapy version pinned in requirements.txt",
         )
-    return slot.inprogress, slot.nextcall
+    slot.inprogress = _WatchedRequests(inprogress, on_finished)
+    return slot.nextcall
 
 
 def engine_is_interactive(engine: ExecutionEngine | None) -> bool:

@@ -3,7 +3,8 @@
 A claimed request waits in a small buffer until the engine takes it
 (:meth:`InHand.hand_out`); it is then *handed* until the engine drops it from
 its in-progress set (after the download, the callback, the requests it
-produced and its items), when :meth:`InHand.collect` turns it into a
+produced and its items: :meth:`InHand.finished`, called by that set), when
+:meth:`InHand.collect` turns it into a
 :class:`~crawler.frontier.steps.Completion` for the next step's ack. Every
 lease held, buffered or handed, is renewed; buffered leases are given back
 (released) when the worker drains or closes.
@@ -16,8 +17,6 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Container
-
     from scrapy import Request
 
     from crawler.frontier.completion import LeaseCompleter
@@ -34,13 +33,17 @@ class InHand:
         self.handed: dict[Request, Handout] = {}
         #: Per shard (only shards with something to send): acks for the next step.
         self.completions: dict[int, list[Completion]] = {}
-        #: The engine's own set of requests in progress (bound when the scheduler opens).
-        self.inprogress: Container[Request] = frozenset()
+        #: Handed requests the engine is done with, not yet collected.
+        self._finished: list[Request] = []
         self.completer: LeaseCompleter | None = None
 
-    def bind(self, inprogress: Container[Request], completer: LeaseCompleter) -> None:
-        self.inprogress = inprogress
+    def bind(self, completer: LeaseCompleter) -> None:
         self.completer = completer
+
+    def finished(self, request: Request) -> None:
+        """The engine is done with ``request`` (called by the engine's in-progress set for every request)."""
+        if request in self.handed:
+            self._finished.append(request)
 
     def capacity(self) -> int:
         """Free download slots: requests this worker could claim now."""
@@ -59,15 +62,18 @@ class InHand:
 
     def collect(self) -> bool:
         """Turn the requests the engine has finished with into completions; whether there were any."""
-        inprogress = self.inprogress
-        finished = [request for request in self.handed if request not in inprogress]
-        if not finished:
+        if not self._finished:
             return False
+        finished, self._finished = self._finished, []
         assert self.completer is not None
         now = time.time()
         completions = self.completions
+        handed = self.handed
         for request in finished:
-            completion = self.completer.completion(request, self.handed.pop(request), now)
+            handout = handed.pop(request, None)
+            if handout is None:
+                continue  # (the same request finished twice)
+            completion = self.completer.completion(request, handout, now)
             completions.setdefault(completion.shard, []).append(completion)
         return True
 

@@ -219,15 +219,16 @@ class FrontierScheduler(BaseScheduler):
         self.intake.bind(codec, frontiers)
         for frontier in frontiers:
             await frontier.prepare()
-        # The engine's own record of requests still being processed, and its
-        # "look for work now" call: the only two engine internals used here.
-        inprogress, self._nextcall = engine_slot(self.crawler.engine)
+        # The engine's own record of requests still being processed (watched: a
+        # request it is done with is collected for an ack), and its "look for
+        # work now" call: the only two engine internals used here.
+        self._nextcall = engine_slot(self.crawler.engine, self.inhand.finished)
         if engine_is_interactive(self.crawler.engine):
             # scrapy shell: fetch() waits on the request object it scheduled, so it must not be stored.
             self.intake.interactive = True
             logger.info("Frontier %r: an interactive session (scrapy shell); its requests are fetched by this "
                         "process, not stored in the frontier", self.config.crawl_id)
-        self.inhand.bind(inprogress, LeaseCompleter(self.politeness, codec, self.stats))
+        self.inhand.bind(LeaseCompleter(self.politeness, codec, self.stats))
         self.pump.start(frontiers, codec, self.keys.crawl_key("draining"))
         FrontierContext.for_crawler(self.crawler).attach(self)
         logger.info(
@@ -349,8 +350,7 @@ class FrontierScheduler(BaseScheduler):
         if self.intake.local:
             # Requests the frontier cannot store (callbacks that are not spider methods): this process's own.
             return self.intake.local.popleft()
-        if self.inhand.handed:
-            self._collect_completions()
+        self._collect_completions()
         request = self.inhand.hand_out()
         if (
             request is None
