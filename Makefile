@@ -18,13 +18,14 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt
 	$(BIN)/pip install --disable-pip-version-check -q -r requirements.txt -r requirements-dev.txt
 	@touch $@
 
-# SimHash in C (crawler/dedup/_simhash.c), built in place: a C compiler, the Python headers and
-# xxhash.h (Debian's libxxhash-dev) are installed with apt-get when missing. Without it the
-# crawler runs the pure-Python SimHash (same fingerprints, slower) and says so in its log.
-$(BIN)/.native: $(BIN)/.installed crawler/dedup/_simhash.c setup.py
+# SimHash and Redis command encoding in C (crawler/dedup/_simhash.c, crawler/redisconn/_resp.c),
+# built in place: a C compiler, the Python headers and xxhash.h (Debian's libxxhash-dev) are
+# installed with apt-get when missing. Without them the crawler runs the pure-Python versions
+# (same results, slower) and says so in its log.
+$(BIN)/.native: $(BIN)/.installed crawler/dedup/_simhash.c crawler/redisconn/_resp.c setup.py
 	@command -v cc >/dev/null && [ -f /usr/include/xxhash.h ] \
 		&& [ -f "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ] || { \
-		echo "Installing a C compiler, the Python headers and libxxhash-dev with apt-get (SimHash in C)"; \
+		echo "Installing a C compiler, the Python headers and libxxhash-dev with apt-get (the C extensions)"; \
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq gcc libc6-dev python3-dev libxxhash-dev >/dev/null; }
 	$(BIN)/python -W ignore setup.py -q build_ext --inplace

@@ -6,6 +6,8 @@ import re
 
 import msgpack
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scrapy import Request, Spider
 from scrapy.settings import Settings
 
@@ -425,18 +427,31 @@ def test_the_private_scrapy_apis_the_crawler_uses_are_where_it_expects_them() ->
     crawler = get_crawler()
     crawler._apply_settings()
     engine = crawler._create_engine()
-    engine._slot = type("Slot", (), {"inprogress": set(), "nextcall": object()})()
-    inprogress, nextcall = scrapy_internals.engine_slot(engine)
-    assert inprogress == set() and nextcall is engine._slot.nextcall
+    engine._slot = type("Slot", (), {"inprogress": {"already"}, "nextcall": object()})()
+    finished: list[object] = []
+    nextcall = scrapy_internals.engine_slot(engine, finished.append)
+    assert nextcall is engine._slot.nextcall
+    inprogress = engine._slot.inprogress
+    assert inprogress == {"already"}  # what the engine held stays
+    inprogress.add("a")
+    inprogress.add("b")
+    inprogress.remove("a")
+    inprogress.discard("b")
+    inprogress.discard("never added")
+    assert finished == ["a", "b"] and inprogress == {"already"}
+    with pytest.raises(KeyError):
+        inprogress.remove("a")
     with pytest.raises(ConfigurationError, match="SCHEDULER"):
-        scrapy_internals.engine_slot(None)
-    # A real engine slot, as Scrapy builds it, has both.
+        scrapy_internals.engine_slot(None, finished.append)
+    # A real engine slot, as Scrapy builds it, has both, and removes a finished request with remove().
     import inspect
 
     from scrapy.core.engine import _Slot
 
     source = inspect.getsource(_Slot.__init__)
-    assert "self.inprogress" in source and "self.nextcall" in source and "self.close_if_idle" in source
+    assert "self.inprogress: set[Request] = set()" in source and "self.nextcall" in source
+    assert "self.close_if_idle" in source
+    assert "self.inprogress.remove(request)" in inspect.getsource(_Slot.remove_request)
     assert not scrapy_internals.engine_is_interactive(engine)
     engine._slot.close_if_idle = False
     assert scrapy_internals.engine_is_interactive(engine)
@@ -490,3 +505,67 @@ def test_the_committed_settings_reference_is_the_generated_one() -> None:
     assert reference.joinpath("settings.md").read_text(encoding="utf-8") == defaults.reference(), "run: make docs"
     assert reference.joinpath("scrapy-settings.md").read_text(encoding="utf-8") == scrapysettings.reference(), \
         "run: make docs"
+
+
+def test_inhand_collects_the_requests_the_engine_finished_once_each() -> None:
+    from types import SimpleNamespace
+
+    from scrapy import Request
+
+    from crawler.frontier.inhand import InHand
+
+    completed: list[str] = []
+
+    class Completer:
+        def completion(self, request: Request, handout: object, now: float) -> object:
+            completed.append(request.url)
+            return SimpleNamespace(shard=0, url=request.url)
+
+    inhand = InHand(4)
+    inhand.bind(Completer())  # type: ignore[arg-type]
+    requests = [Request(f"http://a.example/{n}") for n in range(3)]
+    for request in requests:
+        inhand.add(request, SimpleNamespace(handed_at=0.0))  # type: ignore[arg-type]
+    assert [inhand.hand_out() for _ in range(3)] == requests and inhand.capacity() == 1
+    assert not inhand.collect()  # nothing finished yet
+    inhand.finished(requests[1])
+    inhand.finished(Request("http://a.example/not-ours"))  # e.g. a nested robots.txt fetch: not a lease
+    inhand.finished(requests[1])  # reported twice: acked once
+    assert inhand.collect()
+    assert completed == ["http://a.example/1"] and set(inhand.handed) == {requests[0], requests[2]}
+    assert [c.url for c in inhand.take_completions()[0]] == ["http://a.example/1"]
+    assert not inhand.collect() and inhand.capacity() == 2
+
+
+_RESP_ARGS = st.lists(
+    st.binary(max_size=300) | st.text(max_size=60) | st.integers() | st.booleans()
+    | st.floats(allow_nan=False, allow_infinity=False, min_value=-1e18, max_value=1e18),
+    max_size=150,  # past the C encoder's 64 pieces on its stack
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_RESP_ARGS)
+def test_the_c_resp_encoder_gives_the_python_bytes(args: list[object]) -> None:
+    """Every argument kind the crawler sends (bytes, text of any alphabet, integers of any size, bools,
+    floats) encodes to the same RESP bytes in C and in Python, which are RESP2's bulk strings."""
+    from crawler.redisconn.resp import command, command_python
+
+    encoded = command(*args)
+    assert encoded == command_python(*args)
+    expected = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        data = arg if isinstance(arg, bytes) else str(arg).encode() if isinstance(arg, str) else str(int(arg)).encode()
+        expected.append(b"$%d\r\n" % len(data) + data + b"\r\n")
+    assert encoded == b"".join(expected)
+
+
+def test_the_c_resp_encoder_is_built_and_refuses_what_python_refuses() -> None:
+    from crawler.redisconn import _resp, resp
+
+    assert resp.NATIVE and resp.command is _resp.command
+    for bad, error in ((None, TypeError), (bytearray(b"1"), TypeError), ("\udc80", UnicodeEncodeError),
+                       (float("nan"), ValueError)):
+        for encode in (resp.command, resp.command_python):
+            with pytest.raises(error):
+                encode(b"SET", bad)

@@ -26,6 +26,7 @@ from scrapy import signals
 
 from crawler import __version__
 from crawler.exceptions import FrontierUnavailableError
+from crawler.redisconn import resp
 from crawler.redisconn.config import RedisConfig
 from crawler.redisconn.embedded import EmbeddedRedisServer
 from crawler.redisconn.link import AnyRedis
@@ -95,6 +96,10 @@ class RedisProvider:
         async with self._lock:
             if self._client is None:
                 self._client = await self._connect()
+                if not resp.NATIVE:
+                    logger.warning("Redis commands encoded in pure Python: crawler.redisconn._resp is not built (it "
+                                   "needs a C compiler; `make venv` or `pip install` builds it). Same commands, "
+                                   "about 0.03 ms more CPU per page.")
             return self._client
 
     async def _connect(self) -> AnyRedis:
