@@ -28,7 +28,7 @@ from selectolax.lexbor import LexborHTMLParser  # noqa: E402
 
 from benchmarks.scratch_redis import scratch_redis  # noqa: E402
 from crawler.dedup.index import DedupIndex  # noqa: E402
-from crawler.dedup.text import content_words, simhash64, visible_text, words  # noqa: E402
+from crawler.dedup.text import content_simhash, visible_text, words  # noqa: E402
 from crawler.warc.records import payload_digest  # noqa: E402
 
 EDITS = ("timestamp", "banner", "token", "all three")
@@ -52,7 +52,7 @@ def page(body_words: list[str], edit: str | None, rng: random.Random) -> bytes:
 def fingerprint(html: bytes, min_block_words: int = 10) -> int | None:
     """The crawler's own path: parse, visible text, content words, SimHash (crawler.modules.text)."""
     tree = LexborHTMLParser(html)
-    return simhash64(content_words(tree, visible_text(tree), min_block_words=min_block_words))
+    return content_simhash(tree, visible_text(tree), min_block_words=min_block_words)
 
 
 def within(pairs: list[tuple[bytes, bytes]], min_block_words: int, distance: int = 3) -> float:

@@ -449,6 +449,35 @@ def test_the_c_simhash_gives_the_python_fingerprint(tokens: list[str]) -> None:
 
 
 @settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=400)
+       | st.text(alphabet=st.sampled_from(list("aZ9_ -.,;:!?'\"()\t\n")), max_size=400)
+       | st.text(max_size=100),
+       st.integers(min_value=0, max_value=120))
+def test_the_text_fingerprint_is_the_fingerprint_of_its_words(text: str, max_words: int) -> None:
+    """ASCII text tokenized and hashed in one C call gives simhash64(words(text)): the same tokens (runs of
+    [0-9A-Za-z_], lowercased), the same cut at max_words, the same fingerprint; other text goes through words()."""
+    from crawler.dedup.text import text_simhash
+
+    assert text_simhash(text, max_words) == simhash64(words(text, max_words)) == simhash64_python(words(text, max_words))
+    if text.isascii():
+        from crawler.dedup import _simhash
+
+        assert _simhash.simhash64_text(text, max_words) == simhash64(words(text, max_words))
+
+
+def test_the_c_text_fingerprint_refuses_what_it_cannot_tokenize() -> None:
+    from crawler.dedup import _simhash
+
+    with pytest.raises(ValueError, match="ASCII"):
+        _simhash.simhash64_text("caf\u00e9 au lait", 10)
+    with pytest.raises(ValueError, match="max_words"):
+        _simhash.simhash64_text("a b c", -1)
+    with pytest.raises(TypeError):
+        _simhash.simhash64_text(b"a b c", 10)  # type: ignore[arg-type]
+    assert _simhash.simhash64_text("", 10) is None and _simhash.simhash64_text("...", 10) is None
+
+
+@settings(max_examples=500, deadline=None)
 @given(st.binary(max_size=300), st.floats(min_value=0, max_value=4e9, allow_nan=False)
        | st.integers(min_value=0, max_value=4 * 10**15).map(lambda n: n / 1e6 + 5e-7))
 def test_digests_and_dates_are_the_standard_library_s(data: bytes, epoch: float) -> None:

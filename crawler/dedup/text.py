@@ -10,7 +10,7 @@ Unicode letters, digits or underscores (``\\w+``); at most ``DEDUP_MAX_WORDS``
 3-shingles (each run of 3 consecutive words, each occurrence counted); a page
 of fewer than 3 words uses its words.
 
-Boilerplate removal (:func:`content_words`): the fingerprint is taken over
+Boilerplate removal (:func:`content_text`): the fingerprint is taken over
 the page's content blocks only, the text blocks (paragraphs, list items,
 headings, cells, quotes...) of at least ``DEDUP_MIN_BLOCK_WORDS`` (10) words,
 as jusText and the near-duplicate literature do: what differs between two
@@ -24,7 +24,8 @@ features, each hashed to 64 bits with XXH3 (``xxhash``); bit *i* of the
 fingerprint is set when more than half of the features have bit *i* set.
 Computed by the C extension ``crawler.dedup._simhash`` (setup.py builds it
 where there is a C compiler and ``xxhash.h``): about 0.015 ms for a page of
-700 words. Without it, :func:`simhash64_python` gives the same fingerprint
+700 words, an ASCII text tokenized in the same call (:func:`text_simhash`:
+no Python string per word). Without it, :func:`simhash64_python` gives the same fingerprint
 (a test holds them equal) in about 0.2 ms, the per-bit counts taken a byte
 column at a time (``bytes.translate`` then ``count``); :data:`NATIVE` says
 which one runs and the crawl logs it at start. (Version 1, the ``simhash``
@@ -65,8 +66,8 @@ def visible_text(tree: LexborHTMLParser) -> str:
 _BLOCKS = "p, li, h1, h2, h3, h4, h5, h6, td, th, pre, blockquote, dd, dt, figcaption, caption"
 
 
-def content_words(tree: LexborHTMLParser, text: str, max_words: int = 2000, min_block_words: int = 10) -> list[str]:
-    """The words a page is fingerprinted by: its long text blocks', else all of ``text``'s.
+def content_text(tree: LexborHTMLParser, text: str, min_block_words: int = 10) -> str:
+    """The text a page is fingerprinted by: its long text blocks', else all of ``text``.
 
     ``tree`` is the page after :func:`visible_text` (invisible elements
     removed), ``text`` its visible text; ``min_block_words`` 0 keeps every word.
@@ -80,8 +81,18 @@ def content_words(tree: LexborHTMLParser, text: str, max_words: int = 2000, min_
                   if len((block := node.text(separator=" ", strip=True)).split(None, min_block_words))
                   >= min_block_words]
         if 2 * sum(map(len, blocks)) >= len(text):
-            return words(" ".join(blocks), max_words)
-    return words(text, max_words)
+            return " ".join(blocks)
+    return text
+
+
+def content_words(tree: LexborHTMLParser, text: str, max_words: int = 2000, min_block_words: int = 10) -> list[str]:
+    """The words a page is fingerprinted by (:func:`content_text`'s)."""
+    return words(content_text(tree, text, min_block_words), max_words)
+
+
+def content_simhash(tree: LexborHTMLParser, text: str, max_words: int = 2000, min_block_words: int = 10) -> int | None:
+    """The page's fingerprint: :func:`text_simhash` of :func:`content_text`."""
+    return text_simhash(content_text(tree, text, min_block_words), max_words)
 
 
 #: Bytes of ASCII text: word characters lowercased, every other byte a space (see :func:`words`).
@@ -127,13 +138,24 @@ def simhash64_python(tokens: list[str]) -> int | None:
 
 try:
     from crawler.dedup._simhash import simhash64 as _native_simhash64
+    from crawler.dedup._simhash import simhash64_text as _native_simhash64_text
 except ImportError:  # not built: no C compiler or no xxhash.h where the crawler was installed
     _native_simhash64 = None
+    _native_simhash64_text = None
 
 #: True when :func:`simhash64` runs in C (``crawler.dedup._simhash``).
 NATIVE = _native_simhash64 is not None
 #: The 64-bit SimHash of word 3-shingles of a list of str, or None for none (C if built, same result).
 simhash64: Callable[[list[str]], int | None] = _native_simhash64 or simhash64_python
+
+
+def text_simhash(text: str, max_words: int = 2000) -> int | None:
+    """``simhash64(words(text, max_words))``; for ASCII text (most pages) tokenized and hashed in one C call,
+    without a Python string per word."""
+    if _native_simhash64_text is not None and text.isascii():
+        fingerprint: int | None = _native_simhash64_text(text, max_words)
+        return fingerprint
+    return simhash64(words(text, max_words))
 
 
 def hamming(a: int, b: int) -> int:

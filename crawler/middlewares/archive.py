@@ -24,7 +24,7 @@ from scrapy.exceptions import NotConfigured
 from selectolax.lexbor import LexborHTMLParser
 
 from crawler.archiving import Archive
-from crawler.dedup.text import content_words, simhash64, visible_text
+from crawler.dedup.text import content_simhash, visible_text
 from crawler.items import PageItem, page_item
 from crawler.requestmeta import ROBOTS_META
 from crawler.settings_parsing import get_bool, get_int
@@ -85,5 +85,5 @@ class ArchiveMiddleware:
             tree = LexborHTMLParser(response.body)
             text = visible_text(tree)
             item.text = text
-            item.simhash = simhash64(content_words(tree, text, self.max_words, self.min_block_words))
+            item.simhash = content_simhash(tree, text, self.max_words, self.min_block_words)
         return item

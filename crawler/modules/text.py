@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Self
 
-from crawler.dedup.text import content_words, simhash64, visible_text
+from crawler.dedup.text import content_simhash, visible_text
 from crawler.settings_parsing import get_int
 
 if TYPE_CHECKING:
@@ -28,5 +28,5 @@ class TextModule:
     def process(self, page: Page) -> Iterator[Request]:
         text = visible_text(page.tree)
         page.item.text = text
-        page.item.simhash = simhash64(content_words(page.tree, text, self.max_words, self.min_block_words))
+        page.item.simhash = content_simhash(page.tree, text, self.max_words, self.min_block_words)
         return iter(())
