@@ -283,3 +283,45 @@ def test_batched_replies_keep_errors_in_place_and_time_out_as_a_whole(redis_serv
         silent.close()
     assert waited >= 0.4
     assert not connected
+
+
+def test_plain_commands_and_scripts_queued_together_go_in_one_batch(redis_server: RedisServer) -> None:
+    """The shared batcher (robots.txt records, render marks): commands and script calls queued in one turn of
+    the event loop are one write; each gets its own reply, an error only its own; a flushed script cache is
+    reloaded and the batch sent again."""
+    import asyncio
+
+    from redis.asyncio import Redis
+    from redis.exceptions import ResponseError
+
+    from crawler.redisconn.batch import BatchedScripts
+
+    class Counted(BatchedScripts):
+        writes = 0
+
+        async def _send(self, link, batch):  # type: ignore[no-untyped-def]
+            Counted.writes += 1
+            return await super()._send(link, batch)
+
+    async def run() -> tuple[list[object], object, int]:
+        client = Redis.from_url(redis_server.url)
+        await client.delete("bc:list", *(f"bc:{i}" for i in range(40)))
+        await client.rpush("bc:list", "x")
+        batch = Counted(client, {"double": "return tonumber(ARGV[1]) * 2"})
+        await client.script_flush()
+        sets = [batch.command(b"SET", f"bc:{i}", i) for i in range(40)]
+        wrong = batch.command(b"INCR", "bc:list")  # WRONGTYPE: its own error
+        doubled = batch.call("double", ["bc:0"], [21])
+        gets = [batch.command(b"GET", f"bc:{i}") for i in range(40)]
+        replies = await asyncio.gather(*sets, doubled, *gets)
+        error = await asyncio.gather(wrong, return_exceptions=True)
+        await batch.close()
+        await client.aclose()
+        return replies, error[0], Counted.writes
+
+    replies, error, writes = asyncio.run(run())
+    assert replies[:40] == [b"OK"] * 40
+    assert replies[40] == 42
+    assert replies[41:] == [str(i).encode() for i in range(40)]
+    assert isinstance(error, ResponseError) and "WRONGTYPE" in str(error)
+    assert writes == 2  # one batch, sent again once after the script was found missing

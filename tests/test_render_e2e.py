@@ -243,6 +243,7 @@ def test_a_detected_mark_never_overwrites_an_operator_s(redis_server: RedisServe
 
     from redis.asyncio import Redis
 
+    from crawler.redisconn.batch import BatchedScripts
     from crawler.render.marks import HostMark, Mark, RenderMarks
 
     async def run() -> tuple[HostMark, HostMark, HostMark, dict[bytes, bytes]]:
@@ -250,11 +251,17 @@ def test_a_detected_mark_never_overwrites_an_operator_s(redis_server: RedisServe
         key = "render-test:marks"
         await client.delete(key)
         await client.hset(key, "forced.test", "off")
-        marks = RenderMarks(client, key)
+        batch = BatchedScripts(client)
+        marks = RenderMarks(batch, key)
         kept = await marks.detected("forced.test", Mark.JS, 3600)
         placed = await marks.detected("free.test", Mark.STATIC, 3600)
         again = await marks.detected("free.test", Mark.JS, 3600)  # a detected mark is replaced
+        # A lookup of several hosts met together: one batch, each its own answer.
+        marks._cache.clear()
+        looked_up = await asyncio.gather(marks.get("forced.test"), marks.get("free.test"), marks.get("new.test"))
+        assert [m.mark if m else None for m in looked_up] == [Mark.OFF, Mark.JS, None]
         stored = await client.hgetall(key)
+        await batch.close()
         await client.aclose()
         return kept, placed, again, stored
 

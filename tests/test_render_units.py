@@ -141,9 +141,10 @@ def test_pacer_keeps_one_request_at_a_time_and_the_delay() -> None:
 
 
 def test_the_marks_cache_answers_without_redis_until_it_expires() -> None:
+    from crawler.redisconn.batch import BatchedScripts
     from crawler.render.marks import RenderMarks
 
-    marks = RenderMarks(client=None, key="k", cache_size=2, cache_seconds=60.0)  # type: ignore[arg-type]
+    marks = RenderMarks(BatchedScripts(client=None), key="k", cache_size=2, cache_seconds=60.0)  # type: ignore[arg-type]
     now = time.time()
     assert marks.cached("a.test", now) == (False, None)
     marks._remember("a.test", HostMark(Mark.JS, now + 10), now)

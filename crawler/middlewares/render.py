@@ -136,9 +136,10 @@ class RenderMiddleware:
 
     async def _opened(self) -> None:
         client = await self.provider.client()
+        batch = await self.provider.batched()
         key = self.router.crawl_keys.crawl_key("render")
-        self.marks = RenderMarks(client, key, self.config.cache_size, self.config.cache_seconds)
-        self.robots = RobotsStore(client, self.router, self.robots_config)
+        self.marks = RenderMarks(batch, key, self.config.cache_size, self.config.cache_seconds)
+        self.robots = RobotsStore(batch, self.router, self.robots_config)
         for name in self.config.forced_on:
             await force(client, key, name, Mark.ON)
         for name in self.config.forced_off:

@@ -136,7 +136,7 @@ class RobotsTxtMiddleware:
         return cls(crawler, config, RedisProvider.for_crawler(crawler), crawler.stats, politeness)
 
     async def _spider_opened(self) -> None:
-        self.store = RobotsStore(await self.provider.client(), self.router, self.config)
+        self.store = RobotsStore(await self.provider.batched(), self.router, self.config)
 
     async def process_request(self, request: Request) -> None:
         meta = request.meta

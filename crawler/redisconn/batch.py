@@ -1,11 +1,20 @@
-"""Script calls from many coroutines, sent to Redis together.
+"""Script calls and commands from many coroutines, sent to Redis together.
 
-Item pipelines call a script per item; with many responses in flight, the
-calls made in one turn of the event loop go out in one write on a dedicated
-connection (one per cluster node on a Redis Cluster) and their replies are
-handed back in order (RESP pipelining). A
-connection failure fails every call of the batch (the callers decide what
-that means); a lost script cache is reloaded and the batch sent again.
+Item pipelines call a script per item, and each new host costs a few plain
+commands (its robots.txt record read and written, its render marks); with
+many responses in flight, the calls made in one turn of the event loop go
+out in one write on a dedicated connection (one per cluster node on a Redis
+Cluster) and their replies are handed back in order (RESP pipelining). On
+this project's machines a round trip costs 100-200 us of CPU (system calls
+included) whatever it carries: the per-host commands of a crawl of 2,000 new
+hosts come in about one batch per ten calls (``benchmarks/throughput.py``'s
+web). A connection failure fails every call of the batch (the callers decide
+what that means); a lost script cache is reloaded and the batch sent again
+(so a batched plain command must be one that may be repeated: reads, SET,
+HSET, HDEL, SADD).
+
+Replies are RESP's own (bytes, integers, lists, None), not redis-py's
+converted ones.
 """
 
 from __future__ import annotations
@@ -20,17 +29,27 @@ from redis.exceptions import NoScriptError, ResponseError
 from crawler.redisconn.link import AnyRedis, KeyConnection, is_slot_error, read_replies
 from crawler.redisconn.resp import command
 
+#: A queued call: the script's name (None: a plain command), its arguments, its reply's future.
+_Call = tuple[str | None, tuple[Any, ...], asyncio.Future[Any]]
+
 
 class BatchedScripts:
-    def __init__(self, client: AnyRedis, sources: dict[str, str]) -> None:
+    def __init__(self, client: AnyRedis, sources: dict[str, str] | None = None) -> None:
         self.client = client
-        self.sources = sources
-        self.shas = {name: hashlib.sha1(src.encode()).hexdigest() for name, src in sources.items()}
-        self._pending: list[tuple[str, tuple[Any, ...], asyncio.Future[Any]]] = []
+        self.sources: dict[str, str] = {}
+        self.shas: dict[str, str] = {}
+        for name, source in (sources or {}).items():
+            self.add_script(name, source)
+        self._pending: list[_Call] = []
         #: One connection per server (a single Redis: one; a cluster: one per primary used).
         self._links: dict[str, KeyConnection] = {}
         self._lock = asyncio.Lock()
         self._flushes: set[asyncio.Task[None]] = set()
+
+    def add_script(self, name: str, source: str) -> None:
+        """A script :meth:`call` may name (loaded into Redis at its first use)."""
+        self.sources[name] = source
+        self.shas[name] = hashlib.sha1(source.encode()).hexdigest()
 
     async def load(self) -> None:
         for name, source in self.sources.items():
@@ -41,11 +60,21 @@ class BatchedScripts:
 
         ``keys[0]`` decides the server on a cluster (all keys share its slot).
         """
+        return self._queue(name, (len(keys), *keys, *args))
+
+    def command(self, *args: Any) -> asyncio.Future[Any]:
+        """Queue a plain command (``b"GET", key``); the future resolves with its reply (or its error).
+
+        ``args[1]``, the command's (first) key, decides the server on a cluster.
+        """
+        return self._queue(None, args)
+
+    def _queue(self, name: str | None, args: tuple[Any, ...]) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         if not self._pending:
             loop.call_soon(self._schedule)
-        self._pending.append((name, (len(keys), *keys, *args), future))
+        self._pending.append((name, args, future))
         return future
 
     def _schedule(self) -> None:
@@ -61,16 +90,14 @@ class BatchedScripts:
             groups = self._group(batch)
             await asyncio.gather(*(self._flush_group(link, calls) for link, calls in groups))
 
-    def _group(
-        self, batch: list[tuple[str, tuple[Any, ...], asyncio.Future[Any]]]
-    ) -> list[tuple[KeyConnection, list[tuple[str, tuple[Any, ...], asyncio.Future[Any]]]]]:
+    def _group(self, batch: list[_Call]) -> list[tuple[KeyConnection, list[_Call]]]:
         client = self.client
         if not isinstance(client, RedisCluster):
             link = self._links.get("")
             if link is None:
                 link = self._links[""] = KeyConnection(client, "")
             return [(link, batch)]
-        groups: dict[str, list[tuple[str, tuple[Any, ...], asyncio.Future[Any]]]] = {}
+        groups: dict[str, list[_Call]] = {}
         for call in batch:
             key = str(call[1][1])
             try:
@@ -82,9 +109,7 @@ class BatchedScripts:
                 self._links[node] = KeyConnection(client, key)
         return [(self._links[node], calls) for node, calls in groups.items()]
 
-    async def _flush_group(
-        self, link: KeyConnection, batch: list[tuple[str, tuple[Any, ...], asyncio.Future[Any]]]
-    ) -> None:
+    async def _flush_group(self, link: KeyConnection, batch: list[_Call]) -> None:
         try:
             replies = await self._send(link, batch)
             if any(isinstance(reply, NoScriptError) for reply in replies):
@@ -109,10 +134,10 @@ class BatchedScripts:
             else:
                 future.set_result(reply)
 
-    async def _send(
-        self, link: KeyConnection, batch: list[tuple[str, tuple[Any, ...], asyncio.Future[Any]]]
-    ) -> list[Any]:
-        payload = b"".join(command(b"EVALSHA", self.shas[name], *args) for name, args, _ in batch)
+    async def _send(self, link: KeyConnection, batch: list[_Call]) -> list[Any]:
+        shas = self.shas
+        payload = b"".join(command(*args) if name is None else command(b"EVALSHA", shas[name], *args)
+                           for name, args, _ in batch)
         connection = await link.get()
         try:
             await connection.send_packed_command(payload, check_health=False)

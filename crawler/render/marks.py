@@ -11,7 +11,9 @@ One hash per crawl (the crawl key ``render``), field = a host or a domain:
   sampled again.
 
 A lookup reads the host and its parent domains in one ``HMGET``: the most
-specific operator's mark wins, then the host's detected mark.
+specific operator's mark wins, then the host's detected mark. Lookups and
+detected marks go through the crawler's shared batcher (one write for the
+hosts met together).
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from crawler.redisconn.batch import BatchedScripts
     from crawler.redisconn.link import AnyRedis
 
 
@@ -103,6 +106,9 @@ return ARGV[2]
 """
 
 
+#: The script's name in the batcher.
+_PLACE_SCRIPT = "render_place_unless_forced"
+
 #: The stored values of an operator's marks (the script leaves them alone).
 _FORCED_VALUES = tuple(mark.value for mark in Mark if mark.forced)
 
@@ -110,13 +116,13 @@ _FORCED_VALUES = tuple(mark.value for mark in Mark if mark.forced)
 class RenderMarks:
     """The crawl's render marks, read through a bounded cache of ``cache_seconds``."""
 
-    def __init__(self, client: AnyRedis, key: str, cache_size: int = 100_000, cache_seconds: float = 60.0) -> None:
-        self.client = client
+    def __init__(self, batch: BatchedScripts, key: str, cache_size: int = 100_000, cache_seconds: float = 60.0) -> None:
+        self.batch = batch
         self.key = key
         self.cache_size = cache_size
         self.cache_seconds = cache_seconds
         self._cache: OrderedDict[str, tuple[float, HostMark | None]] = OrderedDict()
-        self._place: Any = None
+        batch.add_script(_PLACE_SCRIPT, _PLACE_UNLESS_FORCED)
 
     def cached(self, host: str, now: float) -> tuple[bool, HostMark | None]:
         """(whether the cache answers for ``host``, the mark in force if it does): no I/O."""
@@ -132,7 +138,7 @@ class RenderMarks:
         if known:
             return mark
         names = lookup_names(host)
-        raw = await self.client.hmget(self.key, names)
+        raw = await self.batch.command(b"HMGET", self.key, *names)
         mark = decide(host, [HostMark.decode(value) for value in raw], now)
         self._remember(host, mark, now)
         return mark
@@ -148,9 +154,7 @@ class RenderMarks:
         (checked and written in one script: one round trip, and no operator's mark set meanwhile lost)."""
         now = time.time()
         value = HostMark(mark, now + seconds)
-        if self._place is None:
-            self._place = self.client.register_script(_PLACE_UNLESS_FORCED)
-        stored = await self._place(keys=[self.key], args=[host, value.encode(), *_FORCED_VALUES])
+        stored = await self.batch.call(_PLACE_SCRIPT, [self.key], [host, value.encode(), *_FORCED_VALUES])
         placed = HostMark.decode(stored) or value
         self._remember(host, placed, now)
         return placed

@@ -9,6 +9,10 @@ and tells the frontier until when the host's decision stands (``robots``,
 see :attr:`~crawler.frontier.keys.FrontierKeys.host_robots`): until then
 the frontier hands out the host's pages, after it the host's robots.txt.
 
+Its commands go through the crawler's shared batcher
+(:meth:`~crawler.redisconn.provider.RedisProvider.batched`): the records of
+the hosts opened together are read and written together.
+
 The local cache keeps at most ``ROBOTS_LOCAL_CACHE_SIZE`` parsed records
 (least recently used evicted first); an entry is valid until its record
 expires (``ROBOTS_CACHE_TTL`` after the fetch, or the retry time of an
@@ -17,15 +21,16 @@ unreachable robots.txt).
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from crawler.robots.policy import RobotsConfig, RobotsRecord, RobotsRules
 from crawler.urls import UrlError, host_of
 
 if TYPE_CHECKING:
     from crawler.frontier.shards import ShardRouter
-    from crawler.redisconn.link import AnyRedis
+    from crawler.redisconn.batch import BatchedScripts
 
 
 def origin_host(origin: str) -> str:
@@ -37,8 +42,8 @@ def origin_host(origin: str) -> str:
 
 
 class RobotsStore:
-    def __init__(self, client: AnyRedis, router: ShardRouter, config: RobotsConfig) -> None:
-        self.client = client
+    def __init__(self, batch: BatchedScripts, router: ShardRouter, config: RobotsConfig) -> None:
+        self.batch = batch
         self.router = router
         self.config = config
         self._local: OrderedDict[str, RobotsRules] = OrderedDict()
@@ -69,7 +74,7 @@ class RobotsStore:
 
     async def get(self, origin: str) -> RobotsRecord | None:
         """The shared record of an origin, expired or not (None if absent or unreadable)."""
-        blob = await self.client.get(self.record_key(origin))
+        blob = await self.batch.command(b"GET", self.record_key(origin))
         if not isinstance(blob, bytes):
             return None
         return RobotsRecord.decode(blob)
@@ -83,21 +88,31 @@ class RobotsStore:
         rules = self._remember(origin, record)
         keep_for = max(record.expires_at - now, 0.0) + self.config.cache_ttl
         keys = self.router.keys_for(host)
-        pipe = self.client.pipeline(transaction=False)
-        pipe.set(self.record_key(origin), record.encode(), px=int(keep_for * 1000))
-        pipe.hset(keys.host_robots, host, int(record.expires_at * 1000))
+        batch = self.batch
+        # (Queued in one go: one write, with whatever else is queued meanwhile.)
+        sent = [
+            batch.command(b"SET", self.record_key(origin), record.encode(), b"PX", int(keep_for * 1000)),
+            batch.command(b"HSET", keys.host_robots, host, int(record.expires_at * 1000)),
+        ]
         delay, capped = rules.crawl_delay(self.config.max_crawl_delay)
         if delay is not None:
-            pipe.hset(keys.host_delay, host, int(delay * 1000))
+            sent.append(batch.command(b"HSET", keys.host_delay, host, int(delay * 1000)))
         elif record.state is not record.state.UNREACHABLE:
-            pipe.hdel(keys.host_delay, host)
+            sent.append(batch.command(b"HDEL", keys.host_delay, host))
         sitemaps = rules.sitemaps(self.config.max_sitemaps)
         if sitemaps:
-            pipe.sadd(self.sitemaps_key(host), *sitemaps)
-        await pipe.execute()
+            sent.append(batch.command(b"SADD", self.sitemaps_key(host), *sitemaps))
+        await _all(sent)
         return rules, capped
 
     async def decided(self, host: str, until: float) -> None:
         """Tell the frontier the host's pages may be handed out until ``until`` (a decision
         found in the shared cache, or a host the address guard refuses anyway)."""
-        await self.client.hset(self.router.keys_for(host).host_robots, host, int(until * 1000))
+        await self.batch.command(b"HSET", self.router.keys_for(host).host_robots, host, int(until * 1000))
+
+
+async def _all(sent: list[asyncio.Future[Any]]) -> None:
+    """Wait for every command; then raise the first error, if any (none is left unretrieved)."""
+    for outcome in await asyncio.gather(*sent, return_exceptions=True):
+        if isinstance(outcome, BaseException):
+            raise outcome
