@@ -325,3 +325,20 @@ def test_plain_commands_and_scripts_queued_together_go_in_one_batch(redis_server
     assert replies[41:] == [str(i).encode() for i in range(40)]
     assert isinstance(error, ResponseError) and "WRONGTYPE" in str(error)
     assert writes == 2  # one batch, sent again once after the script was found missing
+
+
+def test_components_opening_together_share_one_batcher(redis_server: RedisServer) -> None:
+    """The robots.txt and render middlewares ask for the batcher in the same spider_opened: one batcher (one
+    connection), not one each with the first never closed."""
+    import asyncio
+
+    from crawler.redisconn.config import RedisConfig
+    from crawler.redisconn.provider import RedisProvider
+
+    async def run() -> bool:
+        provider = RedisProvider(RedisConfig(redis_server.url, Path("unused"), "redis-server", 10.0))
+        first, second = await asyncio.gather(provider.batched(), provider.batched())
+        await provider.close()
+        return first is second
+
+    assert asyncio.run(run())

@@ -107,8 +107,9 @@ class RedisProvider:
     async def batched(self) -> BatchedScripts:
         """The crawler's shared batcher for the few commands a component sends per host (robots.txt records,
         render marks): their calls in one turn of the event loop go to Redis in one write."""
-        if self._batched is None:
-            self._batched = BatchedScripts(await self.client())
+        client = await self.client()
+        if self._batched is None:  # (no await between the test and the set: components opening together share one)
+            self._batched = BatchedScripts(client)
         return self._batched
 
     async def _connect(self) -> AnyRedis:
