@@ -332,8 +332,8 @@ def plain_command(seeds: Path, seconds: int) -> list[str]:
     ]
 
 
-def scaling_ceiling(one: RunResult) -> str:
-    """The most two workers can gain on this machine, from one worker's run.
+def ceiling_ratio(one: RunResult) -> float:
+    """The most two workers can gain on this machine over one worker's run (pages/s, as a ratio).
 
     Every page costs CPU in the worker, in redis-server and in the mock web,
     all on the same cores: with every core busy, pages/s cannot exceed
@@ -342,10 +342,17 @@ def scaling_ceiling(one: RunResult) -> str:
     """
     cores = os.cpu_count() or 1
     per_page = one.steady_ms_per_page + one.redis_ms_per_page + one.web_ms_per_page
+    return 1000 * cores / per_page / one.pages_per_second
+
+
+def scaling_ceiling(one: RunResult) -> str:
+    """:func:`ceiling_ratio`, explained."""
+    cores = os.cpu_count() or 1
+    per_page = one.steady_ms_per_page + one.redis_ms_per_page + one.web_ms_per_page
     most = 1000 * cores / per_page
     return (f"ceiling for 2 workers on {cores} cores: worker {one.steady_ms_per_page:.2f} + redis "
             f"{one.redis_ms_per_page:.2f} + mock web {one.web_ms_per_page:.2f} = {per_page:.2f} ms CPU per page "
-            f"-> at most {most:.0f} pages/s = {most / one.pages_per_second:.2f}x one worker's {one.pages_per_second:.0f}")
+            f"-> at most {most:.0f} pages/s = {ceiling_ratio(one):.2f}x one worker's {one.pages_per_second:.0f}")
 
 
 def cores_used(run: RunResult, workers: int) -> str:
@@ -493,6 +500,7 @@ def main() -> None:
             crawl_ratios: list[float] = []
             steady_ratios: list[float] = []
             bare: list[float] = []
+            ceilings: list[float] = []
             for pair in range(args.pairs):
                 tag = f" #{pair + 1}" if args.pairs > 1 else ""
                 one = crawl(f"workers: defaults, 1 worker{tag}", web, seeds)
@@ -507,12 +515,16 @@ def main() -> None:
                     f"fraction of the bare ratio reached: {crawl_ratios[-1] / bare[-1]:.2f} over the crawl, "
                     f"{steady_ratios[-1] / bare[-1]:.2f} in the steady window"
                 )
-                lines += [scaling_ceiling(one), cores_used(one, 1), cores_used(two, 2)]
+                ceilings.append(ceiling_ratio(one))
+                lines += [scaling_ceiling(one),
+                          f"workers{tag}: fraction of that CPU ceiling reached: {crawl_ratios[-1] / ceilings[-1]:.2f} "
+                          f"over the crawl, {steady_ratios[-1] / ceilings[-1]:.2f} in the steady window",
+                          cores_used(one, 1), cores_used(two, 2)]
             if args.pairs > 1:
                 lines.append(
                     f"workers: median of {args.pairs} pairs: {statistics.median(crawl_ratios):.2f}x over the crawl, "
                     f"{statistics.median(steady_ratios):.2f}x in the steady window, bare "
-                    f"{statistics.median(bare):.2f}x"
+                    f"{statistics.median(bare):.2f}x, CPU ceiling {statistics.median(ceilings):.2f}x"
                 )
         finally:
             web.stop()
