@@ -62,7 +62,7 @@ def visible_text(tree: LexborHTMLParser) -> str:
     return str(root.text(separator=" ", strip=True))
 
 
-#: Elements whose text is one block of content (for :func:`content_words`).
+#: Elements whose text is one block of content (for :func:`content_text`).
 _BLOCKS = "p, li, h1, h2, h3, h4, h5, h6, td, th, pre, blockquote, dd, dt, figcaption, caption"
 
 
@@ -83,11 +83,6 @@ def content_text(tree: LexborHTMLParser, text: str, min_block_words: int = 10) -
         if 2 * sum(map(len, blocks)) >= len(text):
             return " ".join(blocks)
     return text
-
-
-def content_words(tree: LexborHTMLParser, text: str, max_words: int = 2000, min_block_words: int = 10) -> list[str]:
-    """The words a page is fingerprinted by (:func:`content_text`'s)."""
-    return words(content_text(tree, text, min_block_words), max_words)
 
 
 def content_simhash(tree: LexborHTMLParser, text: str, max_words: int = 2000, min_block_words: int = 10) -> int | None:
