@@ -48,10 +48,13 @@ flush_lanes(uint64_t lanes[8], uint32_t bits[64])
     }
 }
 
-/* The fingerprint of count tokens (text[i], size[i]; count > 0) into *value; -1 with an exception set. */
-static int
-hash_tokens(const char **text, const Py_ssize_t *size, Py_ssize_t count, uint64_t *value)
+/* The fingerprint of count tokens (text[i], size[i]) as an int, None for no tokens; NULL with an exception set. */
+static PyObject *
+fingerprint(const char **text, const Py_ssize_t *size, Py_ssize_t count)
 {
+    if (count == 0) {
+        Py_RETURN_NONE;
+    }
     uint32_t bits[64] = {0};
     uint64_t lanes[8] = {0};
     int pending = 0;
@@ -72,7 +75,7 @@ hash_tokens(const char **text, const Py_ssize_t *size, Py_ssize_t count, uint64_
                     if (buffer != stack) {
                         PyMem_Free(buffer);
                     }
-                    return -1;
+                    return NULL;
                 }
                 if (buffer != stack) {
                     PyMem_Free(buffer);
@@ -102,13 +105,13 @@ hash_tokens(const char **text, const Py_ssize_t *size, Py_ssize_t count, uint64_
     if (buffer != stack) {
         PyMem_Free(buffer);
     }
-    *value = 0;
+    uint64_t value = 0;
     for (int bit = 0; bit < 64; bit++) {
         if (2 * (uint64_t)bits[bit] > (uint64_t)features) {
-            *value |= (uint64_t)1 << bit;
+            value |= (uint64_t)1 << bit;
         }
     }
-    return 0;
+    return PyLong_FromUnsignedLongLong(value);
 }
 
 static PyObject *
@@ -142,10 +145,7 @@ simhash64(PyObject *module, PyObject *tokens)
             goto done;
         }
     }
-    uint64_t value;
-    if (hash_tokens(text, size, count, &value) == 0) {
-        result = PyLong_FromUnsignedLongLong(value);
-    }
+    result = fingerprint(text, size, count);
 done:
     PyMem_Free(text);
     PyMem_Free(size);
@@ -222,14 +222,7 @@ simhash64_text(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         size[count] = i - start;
         count++;
     }
-    if (count == 0) {
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
-    uint64_t value;
-    if (hash_tokens(text, size, count, &value) == 0) {
-        result = PyLong_FromUnsignedLongLong(value);
-    }
+    result = fingerprint(text, size, count);
 done:
     PyMem_Free(lowered);
     PyMem_Free(text);
