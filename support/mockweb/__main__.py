@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--extras", action="store_true")
     parser.add_argument("--scenario", default="")
+    parser.add_argument("--paths", default="short", choices=("short", "real"))
     parser.add_argument("--log", default=None)
     parser.add_argument("--log-flush", type=float, default=0.0,
                         help="flush the request log at most this many seconds after a line (0: every line)")
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> None:
         hosts=args.hosts, sizes=args.sizes, fanout=args.fanout, nav=args.nav,
         cross=args.cross, latency_ms=tuple(float(x) for x in args.latency_ms.split(",")),
         filler_words=args.filler_words, seed=args.seed, extras=args.extras, scenario=args.scenario,
+        paths=args.paths,
     )
     if os.environ.get("MOCKWEB_NICE"):
         os.nice(int(os.environ["MOCKWEB_NICE"]))

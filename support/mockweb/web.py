@@ -9,6 +9,7 @@ from __future__ import annotations
 import array
 import hashlib
 import random
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -57,6 +58,9 @@ class WebSpec:
     extras: bool = False
     #: A JSON file of per-host misbehaviour (see :class:`Scenario`), or "".
     scenario: str = ""
+    #: Page paths: "short" (``/p/<n>``) or "real" (several segments, words, some query strings: URLs of
+    #: 60-100 characters, as the real web's; :func:`page_path`).
+    paths: str = "short"
     _size_cache: tuple[int, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -113,18 +117,55 @@ class WebSpec:
         return seen
 
 
-def page_path(page: int) -> str:
-    return "/" if page == 0 else f"/p/{page}"
+_SECTIONS = ("news", "blog", "products", "docs", "articles", "catalog", "support", "community", "events",
+             "library", "research", "guides")
+_TOPICS = ("technology", "science", "garden-tools", "home-and-living", "travel", "sports", "health", "finance",
+           "education", "culture", "energy", "transport", "software", "outdoor-equipment", "kitchen", "music")
+_SLUG_WORDS = ("annual", "report", "how", "to", "choose", "the", "best", "new", "guide", "review", "update",
+               "release", "notes", "summer", "winter", "city", "council", "plan", "local", "market", "price",
+               "history", "first", "look", "inside", "project", "team", "results", "open", "source", "data",
+               "study", "shows", "growth", "questions", "answers", "week", "ahead", "top", "ten", "tips")
+
+
+def _real_path(page: int) -> str:
+    """A path of several segments with words, some with a query string (deterministic per page)."""
+    digest = hashlib.blake2b(page.to_bytes(8, "little"), digest_size=8).digest()
+    section, topic = _SECTIONS[digest[0] % len(_SECTIONS)], _TOPICS[digest[1] % len(_TOPICS)]
+    slug = "-".join(_SLUG_WORDS[b % len(_SLUG_WORDS)] for b in digest[2 : 5 + digest[7] % 3])
+    form = page % 4
+    if form == 0:
+        return f"/{section}/{2015 + digest[5] % 11}/{1 + digest[6] % 12:02d}/{slug}-{page}.html"
+    if form == 1:
+        return f"/{section}/{topic}/{slug}-{page}/"
+    if form == 2:
+        return f"/{section}/{topic}/item.php?id={page}&view=full&lang=en"
+    return f"/{topic}/{section}/{slug}-{page}?sort=date&page=1"
+
+
+def page_path(page: int, style: str = "short") -> str:
+    """The path of a page: ``/p/<n>`` ("short"), or one like the real web's ("real", see :class:`WebSpec`)."""
+    if page == 0:
+        return "/"
+    return _real_path(page) if style == "real" else f"/p/{page}"
+
+
+_REAL_NUMBER = re.compile(r"(?:-(\d+)(?:\.html|/)?|/item\.php\?id=(\d+)&.*)(?:\?.*)?\Z")
 
 
 def parse_page_path(path: str) -> int:
-    """The page number of a path, or -1."""
+    """The page number of a path of either style, or -1."""
     if path == "/" or path == "/index.html":
         return 0
     if path.startswith("/p/"):
         tail = path[3:].split("?", 1)[0]
         if tail.isdigit():
             return int(tail)
+        return -1
+    match = _REAL_NUMBER.search(path)
+    if match is not None:
+        page = int(match.group(1) or match.group(2))
+        if page > 0 and _real_path(page) == path:
+            return page
     return -1
 
 
@@ -175,7 +216,7 @@ def render_page(spec: WebSpec, host: int, page: int, port: int) -> bytes:
     for i, (other, target) in enumerate(links):
         if other == host:
             # Alternate relative and absolute forms, with a fragment now and then.
-            href = page_path(target)
+            href = page_path(target, spec.paths)
             if i % 3 == 1:
                 href = f"http://{host_ip(host)}:{port}{href}"
             elif i % 3 == 2:
@@ -198,5 +239,5 @@ def spec_arguments(spec: WebSpec) -> list[str]:
         "--hosts", str(spec.hosts), "--sizes", spec.sizes, "--fanout", str(spec.fanout),
         "--nav", str(spec.nav), "--cross", str(spec.cross),
         "--latency-ms", ",".join(str(x) for x in spec.latency_ms),
-        "--filler-words", str(spec.filler_words), "--seed", str(spec.seed),
+        "--filler-words", str(spec.filler_words), "--seed", str(spec.seed), "--paths", spec.paths,
     ] + (["--extras"] if spec.extras else []) + (["--scenario", spec.scenario] if spec.scenario else [])
