@@ -39,6 +39,14 @@ REDIS_RETRY_DELAY = 0.5
 REDIS_RETRY_MAX_DELAY = 10.0
 # The program of the embedded default.
 REDIS_SERVER_BINARY = "redis-server"
+# Redis memory the crawl lives within (bytes, or with a unit: "512mb", "8gb"); near it the
+# crawl admits fewer new URLs instead of failing (docs/sizing.md). Unset: the server's
+# maxmemory; for the embedded server, REDIS_EMBEDDED_MEMORY_SHARE of this machine's RAM
+# (also its maxmemory). On a cluster, per primary.
+REDIS_MEMORY_LIMIT = None
+# The embedded server's share of the machine's RAM when REDIS_MEMORY_LIMIT is unset: half
+# leaves the other half to the workers, the browser and the page cache.
+REDIS_EMBEDDED_MEMORY_SHARE = 0.5
 # Data directory of the embedded server; unset: crawl-data/<crawl id>/redis (JOBDIR/redis with JOBDIR).
 REDIS_EMBEDDED_DIR = None
 # Root of per-crawl data (WARC files, the embedded Redis, the report).
@@ -91,9 +99,18 @@ FRONTIER_LOCAL_REQUESTS = 10_000
 HOST_PAGE_BUDGET = 50_000
 DOMAIN_PAGE_BUDGET = 200_000
 # The seen set's Bloom filter is sized for this many URLs at this false-positive
-# rate (100 million at 1%: ~114 MiB of Redis).
+# rate (100 million at 1%: ~114 MiB of Redis), fixed when the crawl starts.
 SEEN_EXPECTED_URLS = 100_000_000
 SEEN_FALSE_POSITIVE_RATE = 0.01
+# The Bloom filter takes at most this share of the Redis memory limit (a small Redis gets a
+# smaller filter, which answers "maybe" more often: the exact store keeps it right).
+SEEN_BLOOM_SHARE = 0.125
+# Seconds between two looks at Redis memory (the admission of new URLs near the limit).
+FRONTIER_MEMORY_CHECK_INTERVAL = 5.0
+# Bytes of Redis a queued URL will take once fetched (its record, duplicate index and
+# schedule entries: ~250 measured, docs/sizing.md): near the memory limit, the URLs
+# already admitted must still fit.
+FRONTIER_PAGE_BYTES = 300
 
 # --- Priority (crawler/policy/priority.py) ------------------------------------------
 # Weights of the priority signals (a dict; unset keys keep their defaults, see the docs).
@@ -110,7 +127,8 @@ PRIORITY_MIN_HOST_PAGES = 20
 PRIORITY_HOST_CACHE_SIZE = 10_000
 # A sitemap lastmod within this many days makes a URL "fresh".
 PRIORITY_SITEMAP_FRESH_DAYS = 7.0
-# Cells of the in-link sketch (8 bits each; 0: in-links not counted).
+# Cells of the in-link sketch per shard (8 bits each; 0: in-links not counted), at most a
+# sixteenth of the Redis memory limit; fixed when the crawl starts.
 PRIORITY_INLINK_CELLS = 4_194_304
 
 # --- Freshness: recrawl by change rate (crawler/policy/recrawl.py) ------------------

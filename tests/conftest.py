@@ -242,6 +242,37 @@ def stat(result: CrawlResult, key: str) -> int:
     return int(result.stats.get(key, 0))
 
 
+def url_record(client: Any, crawl_id: str, url: str, shards: int = 1) -> Any:
+    """The stored record (:class:`crawler.metadata.record.UrlRecord`) of a normalized URL of a
+    crawl of ``shards`` shards, read with the crawler's own record script; None when it has none."""
+    from urllib.parse import urlsplit
+
+    from crawler.frontier.shards import ShardRouter
+    from crawler.metadata.record import UrlRecord
+    from crawler.schema import script_source
+    from crawler.urls import url_fingerprint, url_key
+
+    keys = ShardRouter(crawl_id, shards).keys_for(urlsplit(url).hostname or "")
+    (packed,) = client.eval(script_source("crawler.metadata", "record"), 1, keys.lh("url"), keys.prefix,
+                            url_key(url_fingerprint(url)))
+    return UrlRecord.unpack(packed) if packed else None
+
+
+def due_time(client: Any, crawl_id: str, url: str, shard: int = 0) -> float | None:
+    """When a normalized URL is due for a recrawl (crawl-clock seconds), from the recrawl schedule's
+    buckets; None when it is not scheduled."""
+    from crawler.frontier.keys import FrontierKeys
+    from crawler.urls import url_fingerprint, url_key
+
+    keys = FrontierKeys(crawl_id, shard)
+    member = str(url_key(url_fingerprint(url)))
+    for bucket in client.zrange(keys.due, 0, -1):
+        score = client.zscore(keys.due_bucket(int(bucket)), member)
+        if score is not None:
+            return float(score)
+    return None
+
+
 @dataclass
 class MotoServer:
     """A real S3-compatible HTTP server (moto_server) in its own process."""

@@ -17,9 +17,9 @@ import pytest
 import redis
 
 from crawler.frontier.keys import FrontierKeys
-from crawler.metadata.store import UrlRecord, UrlState, url_field
+from crawler.metadata.store import UrlState
 from support.mockweb import LogEntry, WebSpec, host_ip
-from tests.conftest import MockWeb, RedisServer, run_crawl, stat
+from tests.conftest import MockWeb, RedisServer, run_crawl, stat, url_record
 
 SCENARIO: dict[str, Any] = {
     "robots": {
@@ -107,9 +107,7 @@ def crawl(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) -
         for key, value in client.hgetall(FrontierKeys(crawl_id).key("deadinfo")).items()
     }
     sitemaps = client.smembers(FrontierKeys(crawl_id).key("sitemaps:" + host_ip(7)))
-    raw = client.hget(FrontierKeys(crawl_id).key(f"urlmeta:{host_ip(18)}"),
-                      url_field(f"http://{host_ip(18)}:{web.port}/server-error"))
-    dead_record = UrlRecord.unpack(raw) if raw else None
+    dead_record = url_record(client, crawl_id, f"http://{host_ip(18)}:{web.port}/server-error")
     return {"result": result, "hosts": by_host(entries), "all": entries, "dead": dead, "sitemaps": sitemaps,
             "port": web.port, "dead_record": dead_record}
 
@@ -335,11 +333,10 @@ def test_every_key_the_crawl_left_in_redis_is_one_the_schema_names(
 ) -> None:
     """robots.txt, dead letters, sitemaps, backoff, parking, metadata, dedup: all keys are in the schema."""
     from crawler.frontier.keys import CRAWL_KEYS, SHARD_KEYS
-    from crawler.schema import DEDUP_KEYS
 
     client = redis.Redis.from_url(redis_server.url)
-    shard, crawl_wide, dedup = "frontier:{citizenship.0}:", "frontier:{citizenship}:", "dedup:{citizenship}:"
-    schemas = {shard: SHARD_KEYS, crawl_wide: CRAWL_KEYS, dedup: DEDUP_KEYS}
+    shard, crawl_wide = FrontierKeys("citizenship").prefix, "frontier:{citizenship}:"
+    schemas = {shard: SHARD_KEYS, crawl_wide: CRAWL_KEYS}
     seen_suffixes: set[str] = set()
     for prefix, schema in schemas.items():
         for raw in client.scan_iter(match=prefix.replace("{", "\\{").replace("}", "\\}") + "*", count=1000):
@@ -348,6 +345,9 @@ def test_every_key_the_crawl_left_in_redis_is_one_the_schema_names(
                      if suffix == key.suffix or (key.suffix.endswith(":") and suffix.startswith(key.suffix))]
             assert known, f"{prefix}{suffix} is not in the schema"
             seen_suffixes.add(max(known, key=len))
+    # Nothing outside the crawl's two prefixes (no key of the first layout's single-slot dedup index).
+    assert not list(client.scan_iter(match="dedup:*"))
     client.close()
     # The crawl reached the schema's corners, not a few keys only.
-    assert {"robots:", "robots", "sitemaps:", "hostdelay", "hostfail", "urlmeta:", "due", "digest", "meta"} <= seen_suffixes
+    assert {"robots:", "robots", "sitemaps:", "hostdelay", "hostfail", "url:", "due", "due:", "dx:", "nd:", "lh:",
+            "seen:x:", "meta"} <= seen_suffixes

@@ -16,8 +16,18 @@ import redis
 
 from crawler.frontier.keys import FrontierKeys
 from crawler.frontier.shards import ShardRouter
+from crawler.urls import normalize_url
 from support.mockweb import WebSpec, host_ip, politeness
-from tests.conftest import ROOT, RedisClusterServers, RedisServer, RunningCrawl, crawl_command, crawl_env, stat
+from tests.conftest import (
+    ROOT,
+    RedisClusterServers,
+    RedisServer,
+    RunningCrawl,
+    crawl_command,
+    crawl_env,
+    stat,
+    url_record,
+)
 from tests.test_crawl_e2e import fetched_pages
 
 SPEC = WebSpec(hosts=40, sizes="uniform:8", fanout=3, nav=2, cross=2, latency_ms=(10, 30))
@@ -59,10 +69,16 @@ def test_two_workers_on_a_redis_cluster(
     # queue, seen set and metadata live in its own shard.
     router = ShardRouter(crawl_id, 6)
     cluster = redis.RedisCluster(host="127.0.0.1", port=redis_cluster.ports[0])
-    owners = {cluster.get_node_from_key(keys.leases).port for keys in router.keys}
-    assert len(owners) >= 2, owners
-    host = host_ip(SEEDS[0])
-    assert cluster.hlen(router.keys_for(host).key(f"urlmeta:{host}")) == 8
+    owners = [cluster.get_node_from_key(keys.leases).port for keys in router.keys]
+    # The shards' tags are salted for an even spread: 6 shards are 2 per primary.
+    assert sorted(owners.count(port) for port in set(owners)) == [2, 2, 2], owners
+    host = SEEDS[0]
+    pages = [page for h, page in fetched_pages(web) if h == host]
+    assert len(pages) == 8
+    for page in pages:
+        url, _ = normalize_url(web.url(host, page))
+        record = url_record(cluster, crawl_id, url, 6)
+        assert record is not None and record.host == host_ip(host), url
     cluster.close()
 
 
@@ -78,7 +94,7 @@ def test_sharded_frontier_on_one_redis(
     client = redis_server.client()
     # Every shard got hosts (40 hosts over 4 shards).
     for shard in range(4):
-        assert int(client.get(FrontierKeys(crawl_id, shard).key("seencount")) or 0) > 0
+        assert int(client.get(ShardRouter(crawl_id, 4).keys[shard].key("seencount")) or 0) > 0
 
 
 @pytest.mark.parametrize(("settings", "message"), [

@@ -18,10 +18,9 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from crawler.frontier.keys import FrontierKeys
-from crawler.metadata.store import UrlRecord, url_field
 from crawler.urls import normalize_url
 from support.mockweb import WebSpec, host_index, parse_page_path, politeness
-from tests.conftest import RedisServer, RunningCrawl
+from tests.conftest import RedisServer, RunningCrawl, url_record
 from tests.test_crawl_e2e import fetched_pages, wait_for_log
 
 SPEC = WebSpec(hosts=30, sizes="uniform:10", fanout=3, nav=2, cross=2, latency_ms=(20, 40))
@@ -94,12 +93,10 @@ def finish(workers: list[subprocess.Popen[str]], timeout: float = 180) -> list[s
 def assert_recorded_once(server: RedisServer, crawl_id: str, web: Any, pages: set[tuple[int, int]]) -> None:
     """The URL metadata store holds each page as one observation, however often it was fetched and stored."""
     client = server.client()
-    keys = FrontierKeys(crawl_id)
     for host, page in pages:
-        url, host_name = normalize_url(web.url(host, page))
-        blob = client.hget(keys.key(f"urlmeta:{host_name}"), url_field(url))
-        assert blob is not None, url
-        record = UrlRecord.unpack(blob)
+        url, _ = normalize_url(web.url(host, page))
+        record = url_record(client, crawl_id, url)
+        assert record is not None, url
         assert (record.observations, record.changes) == (1, 0), (url, record)
 
 

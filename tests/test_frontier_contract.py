@@ -26,7 +26,7 @@ from crawler.frontier.shards import ShardRouter
 from crawler.frontier.store import DONT_FILTER, EXACT_ONLY, Completion, EnqueueEntry, Lease, RedisFrontier, Step
 from crawler.policy.backoff import BackoffPolicy
 from crawler.policy.politeness import PolitenessKey
-from crawler.urls import bloom_positions, exact_key, normalize_url, url_fingerprint
+from crawler.urls import bloom_positions, normalize_url, url_fingerprint, url_key
 from crawler.urls.domains import RegisteredDomains
 from tests.conftest import RedisServer
 
@@ -58,10 +58,9 @@ DOMAINS = RegisteredDomains()
 def entry(url: str, level: int = 1, dont_filter: bool = False, exact_only: bool = False) -> EnqueueEntry:
     normalized, host = normalize_url(url)
     fingerprint = url_fingerprint(normalized)
-    key = exact_key(fingerprint)
     flags = (DONT_FILTER if dont_filter else 0) | (EXACT_ONLY if exact_only else 0)
     positions = bloom_positions(fingerprint, SEEN.bloom_bits, SEEN.bloom_hashes)
-    return EnqueueEntry(key, positions, SEEN.exact_set(key), host, DOMAINS(host), level, flags, url.encode())
+    return EnqueueEntry(url_key(fingerprint), positions, host, DOMAINS(host), level, flags, url.encode())
 
 
 class Harness:
@@ -333,7 +332,8 @@ def test_queued_counter_matches_queues(run: Callable[..., None]) -> None:
         keys = f.keys
         back = 0
         for i in range(10):
-            back += await h.client.zcard(keys.back(f"h{i}.test"))
+            for level in range(f.config.levels):
+                back += await h.client.llen(keys.back(f"h{i}.test", level))
         assert counts.queued == back + sum(counts.front) == 70 - 4
         await f.release([lease.member for lease, _ in claim.claimed], T0)
         assert (await f.counts()).queued == 70
@@ -465,8 +465,9 @@ def test_bloom_false_positive_never_loses_a_url(run: Callable[..., None]) -> Non
     run(body)
 
 
-def test_a_request_lost_from_the_request_hash_is_skipped(run: Callable[..., None]) -> None:
-    """A back-queue id whose request is gone (a damaged store) is counted and skipped, per host."""
+def test_a_revisit_whose_record_is_gone_is_skipped(run: Callable[..., None]) -> None:
+    """A queued revisit ("@<URL key>") whose URL record is gone (a damaged store) is counted and
+    skipped, per host."""
 
     async def body(h: Harness) -> None:
         f = h.frontier
@@ -477,14 +478,16 @@ def test_a_request_lost_from_the_request_hash_is_skipped(run: Callable[..., None
         assert len(first) == 4  # every host owns a back queue now
         await f.enqueue([entry(f"http://{host}/{i}") for host in hosts for i in (1, 2)])
         await f.ack([Completion(lease.member, T0, T0) for lease, _ in first])
-        # y.test loses its first request, z.test both of its.
-        for host, lost in (("y.test", 1), ("z.test", 2)):
-            for queued_id in await h.client.zrange(f.keys.back(host), 0, lost - 1):
-                await h.client.hdel(f.keys.requests, queued_id)
+        # y.test has a revisit of a URL without a record at the head of its queue; z.test has
+        # only two such revisits.
+        await h.client.rpush(f.keys.back("y.test", 1), b"@1001")
+        await h.client.delete(f.keys.back("z.test", 1))
+        await h.client.rpush(f.keys.back("z.test", 1), b"@1003", b"@1002")
+        await h.client.incrby(f.keys.queued, 1)
         f = await h.reopen()
         claim = await f.claim(T0, 10)
         assert sorted(blob.decode() for _, blob in claim.claimed) == [
-            "http://w.test/1", "http://x.test/1", "http://y.test/2"]
+            "http://w.test/1", "http://x.test/1", "http://y.test/1"]
         assert claim.missing == 3
         assert not await h.client.sismember(f.keys.active, "z.test")
         assert {lease.host for lease, _ in claim.claimed} == {"w.test", "x.test", "y.test"}
@@ -521,8 +524,12 @@ def test_exact_store_stays_compact(run: Callable[..., None]) -> None:
         f = h.frontier
         assert f is not None and h.client is not None
         await f.enqueue([entry(f"http://h{i % 50}.test/{i}") for i in range(2000)])
-        encodings = {await h.client.object("encoding", f.keys.exact(i)) for i in range(2**SEEN.exact_set_bits)}
-        assert encodings <= {b"intset", None}
+        buckets = [key async for key in h.client.scan_iter(match=f.keys.exact(0)[:-1] + "*")]
+        # Linear hashing split the store as it grew: several buckets, each an intset.
+        assert len(buckets) >= 2000 // f.sizes.seen
+        assert {await h.client.object("encoding", key) for key in buckets} == {b"intset"}
+        # Every URL is still found in its bucket after the splits.
+        assert await f.enqueue([entry(f"http://h{i % 50}.test/{i}") for i in range(2000)]) == (0, 2000)
 
     run(body)
 
@@ -547,30 +554,56 @@ def test_host_and_domain_page_budgets_hold(run: Callable[..., None]) -> None:
 # -- the recrawl schedule: due set, drain, sitemap touches; the in-link sketch ----------------
 
 
+async def fetched_record(h: Harness, url: str, fetched_s: int) -> None:
+    """Record a fetch of ``url`` the way the metadata pipeline does (a revisit needs its URL record)."""
+    from crawler.metadata.store import UrlMetadataStore, UrlRecord, UrlState
+
+    normalized, host = normalize_url(url)
+    assert h.client is not None
+    store = UrlMetadataStore(h.client, ShardRouter(h.config.crawl_id))
+    await store.open()
+    await store.record(normalized, host, UrlRecord(UrlState.FETCHED, fetched_s, 200, url=normalized, host=host))
+    await store.close()
+
+
+def revisit_url(blob: bytes) -> str:
+    """The URL of a claimed revisit: "#" and the URL's record."""
+    from crawler.metadata.store import UrlRecord
+
+    assert blob.startswith(b"#"), blob
+    return UrlRecord.unpack(blob[1:]).url
+
+
 def test_due_set_schedule_drain_and_touch(run: Callable[..., None]) -> None:
-    from crawler.frontier.due import DueSchedule, Revisit, due_member
+    from crawler.frontier.due import DueSchedule, Revisit
     from crawler.frontier.store import Touch
-    from crawler.metadata.store import UrlRecord, UrlState, url_field
+    from crawler.metadata.store import UrlMetadataStore
 
     async def body(h: Harness) -> None:
         f = h.frontier
         assert f is not None and h.client is not None
-        keys = FrontierKeys(h.config.crawl_id)
-        schedule = DueSchedule(h.client, ShardRouter(h.config.crawl_id))
+        router = ShardRouter(h.config.crawl_id)
+        schedule = DueSchedule(h.client, router)
         await schedule.open()
+        t0 = T0 // 1000
         urls = [f"http://a.test/{i}" for i in range(5)]
-        # A metadata record for /0, fetched at T0/1000 - 100 s (its next_visit is set by scheduling).
-        await h.client.hset(keys.key("urlmeta:a.test"), url_field(urls[0]),
-                            UrlRecord(UrlState.FETCHED, T0 // 1000 - 100).pack())
-        revisits = [Revisit(due_member(u), T0 + i * 60_000, 1, "a.test", u.encode(), url_field(u))
+        for u in urls:
+            await fetched_record(h, u, t0 - 100)
+        # A URL without a record is not scheduled.
+        none = "http://a.test/none"
+        revisits = [Revisit(url_key(url_fingerprint(u)), t0 + i * 60, 1, "a.test", T0 * 1000 + i)
                     for i, u in enumerate(urls)]
-        assert await schedule.schedule(revisits) == 5
+        missing = Revisit(url_key(url_fingerprint(none)), t0, 1, "a.test", 0)
+        assert await schedule.schedule([*revisits, missing]) == 5
         assert await schedule.schedule(revisits[:1]) == 1  # again: moved, not doubled
-        record = UrlRecord.unpack(await h.client.hget(keys.key("urlmeta:a.test"), url_field(urls[0])))
-        assert record.next_visit == T0 // 1000
+        store = UrlMetadataStore(h.client, router)
+        await store.open()
+        record = await store.get(urls[0], "a.test")
+        assert record is not None
+        assert (record.next_visit, record.level, record.captured) == (t0, 1, T0 * 1000)
         f = await h.reopen()
         # Nothing due before T0.
-        result = await f.step(Step(drain_at_ms=T0 - 1))
+        result = await f.step(Step(drain_at_ms=T0 - 1000))
         assert result.drain is not None
         assert (result.drain.moved, result.drain.due_now, result.drain.next_due_ms, result.drain.scheduled) == (
             0, 0, T0, 5)
@@ -580,42 +613,88 @@ def test_due_set_schedule_drain_and_touch(run: Callable[..., None]) -> None:
         result = await f.step(Step(drain_at_ms=T0 + 60_000))
         assert result.drain is not None and (result.drain.moved, result.drain.due_now) == (1, 0)
         assert result.drain.next_due_ms == T0 + 120_000
+        # A revisit is queued as a reference to its record, and handed out as the record.
         claimed = await drain(f, T0)
-        assert sorted(blob for _, blob in claimed) == [urls[0].encode(), urls[1].encode()]
-        # A sitemap says /4 changed after its last fetch (it has no record: any lastmod is
-        # newer): due now. A URL that is not in the due set is never touched.
-        result = await f.step(Step(touches=[Touch(due_member(urls[4]), "a.test", T0 // 1000),
-                                       Touch(due_member("http://a.test/none"), "a.test", T0 // 1000)],
+        assert sorted(revisit_url(blob) for _, blob in claimed) == urls[:2]
+        # A sitemap says /4 changed after its last fetch: due now. A URL that is not in the
+        # schedule is never touched.
+        result = await f.step(Step(touches=[Touch(url_key(url_fingerprint(urls[4])), t0),
+                                       Touch(url_key(url_fingerprint(none)), t0)],
                               crawl_now_ms=T0 + 1000))
         assert result.touched == 1
         result = await f.step(Step(drain_at_ms=T0 + 1000))
         assert result.drain is not None and result.drain.moved == 1
-        assert [blob for _, blob in await drain(f, T0 + 1000)] == [urls[4].encode()]
+        assert [revisit_url(blob) for _, blob in await drain(f, T0 + 1000)] == [urls[4]]
+        assert (await f.step(Step(drain_at_ms=T0 + 1000))).drain.scheduled == 2  # type: ignore[union-attr]
         await schedule.close()
+        await store.close()
 
     run(body, due_batch=1)
 
 
-def test_touch_respects_the_last_fetch(run: Callable[..., None]) -> None:
-    from crawler.frontier.due import DueSchedule, Revisit, due_member
-    from crawler.frontier.store import Touch
-    from crawler.metadata.store import UrlRecord, UrlState, url_field
+def test_the_schedule_splits_into_buckets_and_drains_in_time_order(run: Callable[..., None]) -> None:
+    """Many revisits, half at scattered times and half at one time: the schedule's buckets stay small
+    sorted sets (listpacks), and drain hands them out in due order, every one once."""
+    import random
+
+    from crawler.frontier.due import DueSchedule, Revisit
 
     async def body(h: Harness) -> None:
         f = h.frontier
         assert f is not None and h.client is not None
-        keys = FrontierKeys(h.config.crawl_id)
-        url = "http://b.test/page"
-        fetched = T0 // 1000
-        await h.client.hset(keys.key("urlmeta:b.test"), url_field(url), UrlRecord(UrlState.FETCHED, fetched).pack())
+        t0 = T0 // 1000
+        urls = [f"http://d{i % 7}.test/{i}" for i in range(600)]
+        for u in urls:
+            await fetched_record(h, u, t0 - 100)
+        rng = random.Random(7)
+        # Half at scattered times, half in one second (pages fetched together, one interval).
+        due = {u: t0 + (rng.randrange(0, 10_000) if i % 2 else 5_000) for i, u in enumerate(urls)}
         schedule = DueSchedule(h.client, ShardRouter(h.config.crawl_id))
         await schedule.open()
-        await schedule.schedule([Revisit(due_member(url), T0 + 86_400_000, 1, "b.test", b"x", url_field(url))])
-        older = await f.step(Step(touches=[Touch(due_member(url), "b.test", fetched - 10)], crawl_now_ms=T0 + 5000))
+        assert await schedule.schedule(
+            [Revisit(url_key(url_fingerprint(u)), due[u], 1, normalize_url(u)[1], 0) for u in urls]) == 600
+        buckets = await h.client.zrange(f.keys.due, 0, -1)
+        assert len(buckets) >= 600 // f.sizes.due
+        for bucket in buckets:
+            assert await h.client.object("encoding", f.keys.due_bucket(int(bucket))) == b"listpack"
+        f = await h.reopen()
+        order = []
+        for step_s in range(0, 10_001, 500):
+            result = await f.step(Step(drain_at_ms=(t0 + step_s) * 1000))
+            assert result.drain is not None
+            for _, blob in await drain(f, T0):
+                order.append(revisit_url(blob))
+        assert sorted(order) == sorted(urls)
+        # Drained in windows of 500 s (a drain at s takes what is due in (s - 500, s]): no URL came
+        # out before one due a window earlier.
+        windows = [-(-(due[u] - t0) // 500) for u in order]
+        assert windows == sorted(windows)
+        await schedule.close()
+
+    run(body, due_batch=10_000)
+
+
+def test_touch_respects_the_last_fetch(run: Callable[..., None]) -> None:
+    from crawler.frontier.due import DueSchedule, Revisit
+    from crawler.frontier.store import Touch
+
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None and h.client is not None
+        url = "http://b.test/page"
+        key = url_key(url_fingerprint(url))
+        fetched = T0 // 1000
+        await fetched_record(h, url, fetched)
+        schedule = DueSchedule(h.client, ShardRouter(h.config.crawl_id))
+        await schedule.open()
+        await schedule.schedule([Revisit(key, fetched + 86_400, 1, "b.test", 0)])
+        older = await f.step(Step(touches=[Touch(key, fetched - 10)], crawl_now_ms=T0 + 5000))
         assert older.touched == 0
-        newer = await f.step(Step(touches=[Touch(due_member(url), "b.test", fetched + 10)], crawl_now_ms=T0 + 5000))
+        newer = await f.step(Step(touches=[Touch(key, fetched + 10)], crawl_now_ms=T0 + 5000))
         assert newer.touched == 1
-        assert await h.client.zscore(keys.due, due_member(url)) == T0 + 5000
+        # Due now: the next drain at that time moves it.
+        drained = await f.step(Step(drain_at_ms=T0 + 5000))
+        assert drained.drain is not None and drained.drain.moved == 1
         await schedule.close()
 
     run(body)
@@ -650,7 +729,7 @@ def test_inlink_sketch_counts_every_discovery(run: Callable[..., None]) -> None:
 
 
 def test_storing_a_page_twice_is_storing_it_once(run: Callable[..., None]) -> None:
-    from crawler.metadata.store import UrlMetadataStore, UrlRecord, UrlState, url_field
+    from crawler.metadata.store import UrlMetadataStore, UrlRecord, UrlState
 
     async def body(h: Harness) -> None:
         assert h.client is not None
@@ -660,10 +739,10 @@ def test_storing_a_page_twice_is_storing_it_once(run: Callable[..., None]) -> No
         t = T0 // 1000
 
         def fetch(at: int, digest: bytes = b"D" * 8) -> UrlRecord:
-            return UrlRecord(UrlState.FETCHED, at, 200, digest8=digest, simhash8=b"S" * 8)
+            return UrlRecord(UrlState.FETCHED, at, 200, digest=digest[:4], simhash8=b"S" * 8, url=url, host=host)
 
         first = await store.record(url, host, fetch(t))
-        stored = await h.client.hget(store.host_key(host), url_field(url))
+        stored = await store.get(url, host)
         # The same page again (a lease expired and the URL was fetched again): nothing changes.
         again = await store.record(url, host, fetch(t + 45))
         assert again.repeat and not first.repeat
@@ -671,7 +750,7 @@ def test_storing_a_page_twice_is_storing_it_once(run: Callable[..., None]) -> No
         late = await store.record(url, host, fetch(t - 5))
         assert late.repeat and late.observations == first.observations
         assert (again.observations, again.changes, again.host_pages) == (first.observations, first.changes, 1)
-        assert await h.client.hget(store.host_key(host), url_field(url)) == stored
+        assert await store.get(url, host) == stored
         # A revisit after the window is an observation; new content inside the window is one too.
         later = await store.record(url, host, fetch(t + 700))
         assert (later.repeat, later.observations, later.changes, later.host_pages) == (False, 2, 0, 2)

@@ -15,12 +15,9 @@ from pathlib import Path
 import redis
 from scrapy.settings import Settings
 
-from crawler.frontier.due import due_member
-from crawler.frontier.keys import FrontierKeys
-from crawler.metadata.store import url_field
 from crawler.urls import NormalizationConfig, normalize_url
 from support.mockweb import WebSpec, host_ip
-from tests.conftest import RedisServer, run_crawl, start_mockweb
+from tests.conftest import RedisServer, due_time, run_crawl, start_mockweb, url_record
 
 CONFIG = {"URL_TRACKING_PARAMS": "[]", "URL_SORT_QUERY": True}
 
@@ -39,13 +36,11 @@ def test_metadata_and_revisits_are_keyed_by_the_crawls_normalization(tmp_path: P
     ours, _ = normalize_url(seed, NormalizationConfig.from_settings(Settings(CONFIG)))
     default, _ = normalize_url(seed)
     assert ours.endswith("/p/1?a=1&b=2&utm_source=x") and default.endswith("/p/1?b=2&a=1")
-    keys = FrontierKeys(crawl_id)
     client = redis.Redis.from_url(redis_server.url)
     try:
-        metadata = keys.key(f"urlmeta:{host_ip(0)}")
-        assert client.hexists(metadata, url_field(ours))
-        assert not client.hexists(metadata, url_field(default))
-        assert client.zscore(keys.due, due_member(ours)) is not None
-        assert client.zscore(keys.due, due_member(default)) is None
+        assert url_record(client, crawl_id, ours) is not None
+        assert url_record(client, crawl_id, default) is None
+        assert due_time(client, crawl_id, ours) is not None
+        assert due_time(client, crawl_id, default) is None
     finally:
         client.close()

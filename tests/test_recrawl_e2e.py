@@ -30,10 +30,9 @@ import redis
 from warcio.archiveiterator import ArchiveIterator
 
 from crawler.frontier.keys import FrontierKeys
-from crawler.metadata.store import UrlRecord, url_field
 from crawler.policy.recrawl import ChangeHistory, estimate_change_rate
 from support.mockweb import WebSpec, host_ip
-from tests.conftest import TEST_SETTINGS, MockWeb, RedisServer, run_crawl, start_mockweb, stat
+from tests.conftest import TEST_SETTINGS, MockWeb, RedisServer, run_crawl, start_mockweb, stat, url_record
 
 CHANGING = 1
 PAGES = 3
@@ -118,10 +117,9 @@ def continuous(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServ
     for kind in KINDS:
         for host, path in changing_pages(kind):
             url = f"http://{host}:{web.port}{path}"
-            raw = client.hget(keys.key(f"urlmeta:{host}"), url_field(url))
-            metadata[(host, path)] = UrlRecord.unpack(raw) if raw else None
+            metadata[(host, path)] = url_record(client, crawl_id, url)
     quality = {k.decode(): int(v) for k, v in client.hgetall(keys.host_quality).items()}
-    due = client.zcard(keys.due)
+    due = int(client.get(keys.due_count) or 0)
     waiting = int(client.get(keys.queued) or 0) + client.zcard(keys.leases)
     client.close()
     return {"result": result, "fetches": fetches, "metadata": metadata, "quality": quality, "due": due, "waiting": waiting,

@@ -24,10 +24,10 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import msgpack
 from redis.exceptions import RedisError
 from scrapy import Spider
 from scrapy.commands import ScrapyCommand
@@ -35,13 +35,14 @@ from scrapy.exceptions import UsageError
 
 from crawler.downloader.dns import resolver_from_settings
 from crawler.exceptions import CodecError, ConfigurationError, CrawlerError
-from crawler.frontier.codec import RequestCodec, without_meta
+from crawler.frontier.codec import RequestCodec, stored_url, without_meta
+from crawler.frontier.compact import bucket_sizes
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.intake import Intake
 from crawler.frontier.levels import PriorityLevels
 from crawler.frontier.reset import crawl_keys, delete_keys
-from crawler.frontier.seen import SeenConfig
 from crawler.frontier.shards import ShardRouter, check_crawl_metadata, shard_frontiers
+from crawler.frontier.sizing import crawl_sizes
 from crawler.frontier.store import RedisFrontier
 from crawler.ops.figures import latency_buckets
 from crawler.ops.timeline import Timeline
@@ -126,7 +127,7 @@ class Command(ScrapyCommand):
             raise ConfigurationError(
                 "FRONTIER_CRAWL_ID", f"no crawl data for {crawl_id!r} in {redis_config.embedded_dir}"
             )
-        provider = RedisProvider(redis_config)
+        provider = self.provider = RedisProvider(redis_config)
         client = await provider.client()
         try:
             if name not in ("seed", "reset") and not await client.exists(router.crawl_keys.crawl_key("meta")):
@@ -184,7 +185,11 @@ class Command(ScrapyCommand):
             else:
                 urls += load_seeds(None, arg)
         await check_crawl_metadata(client, router)
-        frontiers = shard_frontiers(client, router, config, SeenConfig.from_settings(self.settings))
+        sizes = await crawl_sizes(client, router, self.settings, self.provider.config.memory_limit)
+        frontiers = shard_frontiers(client, router, replace(config, inlink_cells=sizes.inlink_cells), sizes.seen)
+        buckets = await bucket_sizes(client, router.keys[0].leases, external=self.provider.embedded is None)
+        for frontier in frontiers:
+            frontier.sizes = buckets
         stats = _Counts()
         # The crawl's own intake: the same filters, scoring, routing (and, with
         # FRONTIER_POLITENESS_KEY = "ip", address groups) as a worker's.
@@ -235,7 +240,7 @@ class Command(ScrapyCommand):
             total += len(letters)
             if not opts.requeue:
                 for letter in letters:
-                    url_text = _url_of(letter.blob)
+                    url_text = _url_of(letter.blob, letter.host)
                     when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(letter.died_at))
                     print(f"{when}\t{letter.error}\t{url_text}\t{letter.message}")
             elif letters:
@@ -310,9 +315,8 @@ class Command(ScrapyCommand):
         print(f"crawl {router.crawl_id!r}: {', '.join(names)} {what} (workers see it within RENDER_CACHE_SECONDS)")
 
 
-def _url_of(blob: bytes) -> str:
+def _url_of(blob: bytes, host: str) -> str:
     try:
-        fields = msgpack.unpackb(blob, raw=False)
-        return str(fields[1])
-    except (ValueError, IndexError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError):
+        return stored_url(blob, host)
+    except CodecError:
         return "(unreadable request)"

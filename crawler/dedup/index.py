@@ -1,22 +1,44 @@
-"""The shared duplicate index in Redis (``lua/dedup.lua``): exact digests and SimHash blocks.
+"""The duplicate index in Redis (``lua/dedup.lua``): exact payload digests and SimHash blocks.
 
-Keys live under ``dedup:{<crawl id>}:``, outside the host-sharded frontier
-(a duplicate can come from any host): ``digest`` (payload digest -> first
-capture), ``sh2:<block>:<value>`` (SimHash block sets, per SimHash version), ``shurl2`` (SimHash ->
-URL), and per-host counters ``pages``, ``exact``, ``near``. Memory is about
-150 bytes per distinct payload and 350 per indexed SimHash.
+It lives in the frontier's shards, spread so that it grows on every shard
+(and every cluster primary) alike: a payload digest in the shard its first
+two bytes pick, each of a SimHash's four 16-bit blocks in the shard its block
+number and high byte pick. Per distinct payload it keeps 12 bytes of the
+digest, the URL key and shard of the first capture and its time (``dx:``,
+about 35 bytes with its listpack field); per SimHash 8 bytes under each block
+(``nd:``), and under block 0 the URL key and shard too (about 45 bytes in
+all). A duplicate's URL is read from its URL record, which the check writes
+first for the page (its URL only) when the URL has none yet.
+
+On one shard (one Redis, the default) a page costs one script call, atomic as
+a whole; on several, the digest's shard first (with the page's record), then
+the other blocks' shards together, then the additions: two pages that are
+near duplicates of each other checked at the same moment on a cluster may
+both be indexed (neither is flagged), which costs an index entry, never a
+page.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
+from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from crawler.frontier.compact import BucketSizes
+from crawler.metadata.record import UrlRecord, UrlState
 from crawler.redisconn.batch import BatchedScripts
-from crawler.schema import DEDUP_KEYS, script_source
+from crawler.schema import script_source
+from crawler.urls import url_fingerprint, url_key
+from crawler.warc.records import micros_of_warc_date, warc_date_micros
 
 if TYPE_CHECKING:
+    from crawler.frontier.shards import ShardRouter
     from crawler.redisconn.link import AnyRedis
+
+#: Modes of ``lua/dedup.lua``.
+_CHECK, _CHECK_ADD, _ADD, _FIND_REF = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -26,36 +48,124 @@ class DedupVerdict:
     #: The URL of an indexed page within the SimHash distance, or None.
     near_duplicate_of: str | None
     distance: int | None
+    #: A duplicate was found whose URL could not be read (its record is gone): stored in full.
+    unresolved: bool = False
 
 
-def dedup_prefix(crawl_id: str) -> str:
-    return f"dedup:{{{crawl_id}}}:"
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
 
 
 class DedupIndex:
-    def __init__(self, client: AnyRedis, crawl_id: str, max_distance: int) -> None:
-        source = script_source("crawler.dedup", "dedup", common=False)
-        self.scripts = BatchedScripts(client, {"dedup": source})
-        self.prefix = dedup_prefix(crawl_id)
+    def __init__(self, client: AnyRedis, router: ShardRouter, max_distance: int,
+                 sizes: BucketSizes | None = None) -> None:
+        self.router = router
+        self.scripts = BatchedScripts(client, {
+            "dedup": script_source("crawler.dedup", "dedup"),
+            "record": script_source("crawler.metadata", "record"),
+        })
         self.max_distance = max_distance
+        self.sizes = sizes or BucketSizes()
 
     async def open(self) -> None:
         await self.scripts.load()
 
-    async def check(self, host: str, digest: str, url: str, date: str, simhash: int | None) -> DedupVerdict:
-        reply = await self.scripts.call(
-            "dedup",
-            [self.prefix + DEDUP_KEYS["digest"].suffix],
-            [self.prefix, host, digest, f"{url}\t{date}", "" if simhash is None else f"{simhash:016x}",
-             self.max_distance],
-        )
-        first, near, distance = reply
-        duplicate_of = None
+    def digest_shard(self, digest: bytes) -> int:
+        return int.from_bytes(digest[:2], "big") % self.router.count
+
+    def block_shard(self, simhash: int, block: int) -> int:
+        high = (simhash >> (56 - 16 * block)) & 0xFF
+        return (block * 256 + high) % self.router.count
+
+    async def _call(self, shard: int, digest_key: Any = "", capture: bytes = b"", simhash: bytes = b"",
+                    blocks: str = "", mode: int = _CHECK, ref: bytes = b"", own_key: Any = "",
+                    own_record: bytes = b"") -> list[Any]:
+        keys = self.router.keys[shard]
+        reply = await self.scripts.call("dedup", [keys.lh("dx")], [
+            keys.prefix, shard, digest_key, capture, simhash, blocks, self.max_distance, mode, ref,
+            self.sizes.digests, self.sizes.records, own_key, own_record,
+        ])
+        return list(reply)
+
+    async def _url(self, ref: bytes) -> str | None:
+        """The URL of a reference (URL key, shard), from its record."""
+        key = int.from_bytes(ref[:8], "big", signed=True)
+        shard = int.from_bytes(ref[8:10], "big")
+        if shard >= self.router.count:
+            return None
+        keys = self.router.keys[shard]
+        (packed,) = await self.scripts.call("record", [keys.lh("url")], [keys.prefix, key])
+        if not packed:
+            return None
+        return UrlRecord.unpack(packed).url or None
+
+    async def check(self, url: str, host: str, digest: str, date: str, simhash: int | None) -> DedupVerdict:
+        """Check a page (its normalized URL and host, payload digest, WARC date, SimHash) and index it."""
+        raw = base64.b32decode(digest.removeprefix("sha1:"))
+        digest_key = int.from_bytes(raw[:8], "big", signed=True)
+        own = url_key(url_fingerprint(url))
+        own_shard = self.router.shard_of(host)
+        ref = own.to_bytes(8, "big", signed=True) + own_shard.to_bytes(2, "big")
+        capture = raw[8:12] + ref + micros_of_warc_date(date).to_bytes(8, "big")
+        own_record = UrlRecord(UrlState.QUEUED, 0, url=url, host=host).pack()
+        packed_simhash = b"" if simhash is None else simhash.to_bytes(8, "big")
+        count = self.router.count
+        if count == 1:
+            first, first_url, near, distance, near_ref, near_url = await self._call(
+                0, digest_key, capture, packed_simhash, "0123" if simhash is not None else "", _CHECK_ADD, ref,
+                own, own_record)
+            return await self._verdict(first, first_url, near, int(distance), near_ref, near_url)
+        # Several shards: the page's record, then the digest (with the blocks held there), then the rest.
+        digest_shard = self.digest_shard(raw)
+        if own_shard != digest_shard:
+            await self._call(own_shard, own_key=own, own_record=own_record)
+        by_shard: dict[int, str] = defaultdict(str)
+        if simhash is not None:
+            for block in range(4):
+                by_shard[self.block_shard(simhash, block)] += str(block)
+        first, first_url, near, distance, near_ref, near_url = await self._call(
+            digest_shard, digest_key, capture, packed_simhash, by_shard.pop(digest_shard, ""), _CHECK, ref,
+            own if own_shard == digest_shard else "", own_record if own_shard == digest_shard else b"")
         if first:
-            first_url, _, first_date = first.decode("utf-8", "surrogateescape").partition("\t")
-            duplicate_of = (first_url, first_date)
-        near_url = near.decode("utf-8", "surrogateescape") if near else None
-        return DedupVerdict(duplicate_of, near_url, int(distance) if int(distance) >= 0 else None)
+            return await self._verdict(first, first_url, b"", -1, b"", b"")
+        candidates = [(int(distance), near, near_ref, near_url)] if near else []
+        replies = await asyncio.gather(*(
+            self._call(shard, simhash=packed_simhash, blocks=blocks, mode=_CHECK) for shard, blocks in by_shard.items()
+        ))
+        candidates += [(int(reply[3]), reply[2], reply[4], reply[5]) for reply in replies if reply[2]]
+        if not candidates:
+            assert simhash is not None or not by_shard
+            if simhash is not None:
+                adds = dict(by_shard)
+                digest_blocks = "".join(str(b) for b in range(4) if self.block_shard(simhash, b) == digest_shard)
+                if digest_blocks:
+                    adds[digest_shard] = digest_blocks
+                await asyncio.gather(*(
+                    self._call(shard, simhash=packed_simhash, blocks=blocks, mode=_ADD, ref=ref)
+                    for shard, blocks in adds.items()
+                ))
+            return DedupVerdict(None, None, None)
+        distance_, near, near_ref, near_url = min(candidates, key=lambda candidate: candidate[0])
+        if not near_ref:
+            reply = await self._call(self.block_shard(int.from_bytes(near, "big"), 0), simhash=near, blocks="0",
+                                     mode=_FIND_REF)
+            near_ref, near_url = reply[4], reply[5]
+        return await self._verdict(b"", b"", near, distance_, near_ref, near_url)
+
+    async def _verdict(self, first: bytes, first_url: bytes, near: bytes, distance: int,
+                       near_ref: bytes, near_url: bytes) -> DedupVerdict:
+        if first:
+            date = warc_date_micros(int.from_bytes(first[14:22], "big"))
+            resolved = _text(first_url) if first_url else await self._url(first[4:14])
+            if resolved is None:
+                return DedupVerdict(None, None, None, unresolved=True)
+            return DedupVerdict((resolved, date), None, None)
+        if near:
+            resolved = _text(near_url) if near_url else (await self._url(near_ref) if near_ref else None)
+            if resolved is None:
+                return DedupVerdict(None, None, None, unresolved=True)
+            return DedupVerdict(None, resolved, distance)
+        return DedupVerdict(None, None, None)
 
     async def close(self) -> None:
         await self.scripts.close()

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from crawler.frontier.compact import BucketSizes, low24
 from crawler.frontier.steps import ClaimResult, DrainResult, Lease, StepResult
+from crawler.policy.memory import ADMIT_ALL, Admission
 from crawler.redisconn.resp import command
 from crawler.urls.fingerprint import POSITIONS
 
@@ -33,7 +35,11 @@ def _optional_ms(value: Any) -> int | None:
 
 
 class StepCommands:
-    """Encodes steps for one shard; ``shas`` is the live table of script hashes (reloaded in place)."""
+    """Encodes steps for one shard; ``shas`` is the live table of script hashes (reloaded in place).
+
+    ``sizes`` (bucket sizes for the server's encodings) and ``admission`` (what new URLs Redis
+    memory still admits) are set by the frontier as it learns them.
+    """
 
     def __init__(
         self, keys: FrontierKeys, config: FrontierConfig, seen: SeenConfig, backoff: BackoffPolicy,
@@ -43,6 +49,8 @@ class StepCommands:
         self.config = config
         self.seen = seen
         self._shas = shas
+        self.sizes = BucketSizes()
+        self.admission: Admission = ADMIT_ALL
         self._backoff_args = (
             int(backoff.throttle_base * 1000),
             int(backoff.throttle_max * 1000),
@@ -71,15 +79,17 @@ class StepCommands:
             cells = self.config.inlink_cells
             sketched = min(4, hashes) if cells else 0
             grouping = self.config.politeness_key.grouping
+            admission = self.admission
             head = (
                 b"EVALSHA", self._shas["enqueue"], 1, keys.bloom, prefix, hashes,
                 self.config.host_page_budget, self.config.domain_page_budget, sketched, grouping,
+                admission.level, int(admission.new_hosts), self.sizes.seen,
             )
             for start in range(0, len(enqueues), batch):
                 args: list[Any] = list(head)
                 for e in enqueues[start : start + batch]:
                     offsets = unpack(e.bloom_positions)
-                    args += (e.exact_key, e.exact_set, e.host, e.domain, e.level, e.flags, e.blob)
+                    args += (e.key, low24(e.key), e.host, e.domain, e.level, e.flags, e.blob)
                     if grouping == 2:
                         args.append(e.group or e.host)
                     args += offsets
@@ -90,12 +100,12 @@ class StepCommands:
                 order.append("enqueue")
         if completions:
             args = [b"EVALSHA", self._shas["ack"], 1, keys.leases, prefix, now_ms, *self._backoff_args,
-                    self._horizon_ms, self._grouped]
+                    self._horizon_ms, self._grouped, self.config.levels, self.sizes.records]
             for done in completions:
                 args += (
                     done.member, done.next_allowed_ms, done.completed_ms, int(done.action), done.not_before_ms,
                     done.blob, int(done.host_signal), f"{_clean(done.error)}\t{_clean(done.message)}",
-                    done.metadata_field,
+                    b"" if done.url_key is None else done.url_key,
                 )
             commands.append(command(*args))
             order.append("ack")
@@ -112,14 +122,16 @@ class StepCommands:
             commands.append(command(*args))
             order.append("renew")
         if touches:
-            args = [b"EVALSHA", self._shas["touch"], 1, keys.due, prefix, crawl_now_ms]
+            args = [b"EVALSHA", self._shas["touch"], 1, keys.due, prefix, crawl_now_ms, self.sizes.due,
+                    self.sizes.records]
             for touch in touches:
                 args += touch
             commands.append(command(*args))
             order.append("touch")
         if drain_at_ms is not None:
             commands.append(
-                command(b"EVALSHA", self._shas["drain"], 1, keys.due, prefix, drain_at_ms, self.config.due_batch)
+                command(b"EVALSHA", self._shas["drain"], 1, keys.due, prefix, drain_at_ms, self.config.due_batch,
+                        self.sizes.records)
             )
             order.append("drain")
         if claim is not None:
@@ -128,7 +140,7 @@ class StepCommands:
                     b"EVALSHA", self._shas["claim"], 1, keys.leases, prefix, now_ms, claim,
                     now_ms + int(self.config.lease_timeout * 1000), self.config.active_hosts,
                     self.config.refill_batch, 1000, self._horizon_ms, int(self.config.robots_first), self._grouped,
-                    *self._weights,
+                    self.sizes.records, *self._weights,
                 )
             )
             order.append("claim")
@@ -137,7 +149,7 @@ class StepCommands:
     def parse(self, order: list[str], replies: list[Any]) -> StepResult:
         """The result of a step from its replies, in the order of :meth:`build`."""
         added = duplicates = acked = stale = released = requeued = dead = parked = 0
-        over_host = over_domain = false_positives = 0
+        over_host = over_domain = false_positives = refused = 0
         claim_result = None
         drain_result = None
         touched = 0
@@ -148,6 +160,7 @@ class StepCommands:
                 over_host += int(reply[2])
                 over_domain += int(reply[3])
                 false_positives += int(reply[4])
+                refused += int(reply[5])
             elif kind == "ack":
                 acked, stale, requeued, dead, parked = (int(x) for x in reply)
             elif kind == "release":
@@ -159,8 +172,10 @@ class StepCommands:
             elif kind == "touch":
                 touched = int(reply)
         return StepResult(
-            added, duplicates, over_host, over_domain, false_positives, acked, stale, released, claim_result,
-            requeued, dead, parked, drain_result, touched,
+            added=added, duplicates=duplicates, over_host_budget=over_host, over_domain_budget=over_domain,
+            bloom_false_positives=false_positives, refused_memory=refused, acked=acked, stale=stale,
+            released=released, claim=claim_result, requeued=requeued, dead=dead, parked=parked, drain=drain_result,
+            touched=touched,
         )
 
 

@@ -16,7 +16,7 @@ from crawler.exceptions import CodecError
 from crawler.frontier.outcome import Handout, LeaseAction
 from crawler.frontier.steps import Completion
 from crawler.requestmeta import CONTACTED_META
-from crawler.urls import url_fingerprint
+from crawler.urls import url_fingerprint, url_key
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -76,6 +76,6 @@ class LeaseCompleter:
             host_signal=outcome.host_signal,
             error=outcome.error,
             message=outcome.message,
-            metadata_field=url_fingerprint(request.url)[:8] if outcome.action is LeaseAction.DEAD else b"",
+            url_key=url_key(url_fingerprint(request.url)) if outcome.action is LeaseAction.DEAD else None,
             shard=handout.lease.shard,
         )

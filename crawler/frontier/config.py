@@ -27,6 +27,9 @@ def robots_first(settings: BaseSettings) -> bool:
         for name, order in middlewares.items()
     )
 
+#: Priority levels (front queues) at most.
+MAX_LEVELS = 16
+
 _CRAWL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 
@@ -90,8 +93,9 @@ class FrontierConfig:
         weights = get_int_list(settings, "FRONTIER_QUEUE_WEIGHTS", minimum=1)
         if len(weights) < 3:
             raise ConfigurationError("FRONTIER_QUEUE_WEIGHTS", f"needs at least 3 priority levels, got {weights!r}")
-        if len(weights) > 16:
-            raise ConfigurationError("FRONTIER_QUEUE_WEIGHTS", f"at most 16 priority levels, got {len(weights)}")
+        if len(weights) > MAX_LEVELS:
+            raise ConfigurationError("FRONTIER_QUEUE_WEIGHTS",
+                                     f"at most {MAX_LEVELS} priority levels, got {len(weights)}")
         active = get_int(settings, "FRONTIER_ACTIVE_HOSTS", minimum=1)
         lease = get_float(settings, "FRONTIER_LEASE_TIMEOUT", minimum=1.0)
         return cls(

@@ -46,7 +46,7 @@ from crawler.requestmeta import (
     SITEMAP_META,
     VERBATIM_URL_META,
 )
-from crawler.urls import url_fingerprint
+from crawler.urls import url_fingerprint, url_key
 from crawler.urls.domains import RegisteredDomains
 from crawler.urls.filters import Dropped, UrlFilter
 
@@ -244,7 +244,7 @@ class Intake:
             shard = shard_of(host) if sharded else 0
             if lastmod is not None:
                 # Known and fetched before the lastmod: the revisit becomes due (lua/touch.lua).
-                touches.setdefault(shard, []).append(Touch(fingerprint[:8].hex(), host, int(lastmod)))
+                touches.setdefault(shard, []).append(Touch(url_key(fingerprint), int(lastmod)))
             if fingerprint in local_seen:
                 inc("frontier/duplicate/local")
                 continue
@@ -252,7 +252,7 @@ class Intake:
             level = levels.get(host)
             if level is None:
                 level = levels[host] = self.levels.level(priority + self.score(host, depth, request_meta))
-            blob = self.codec.encode_link(normalized, callback, request_meta, priority)
+            blob = self.codec.encode_link(normalized, host, callback, request_meta, priority)
             if sharded:
                 entry = self.frontiers[shard].entry
             enqueues.setdefault(shard, []).append(entry(fingerprint, host, self.domains(host), level, blob, flags))

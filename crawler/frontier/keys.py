@@ -1,19 +1,27 @@
 """Every Redis key of a crawl's frontier shard, named in one place: :data:`SHARD_KEYS`.
 
-All keys of one crawl shard share the hash tag ``{<crawl id>.<shard>}``, so a
-Lua script touching several of them stays within one Redis Cluster slot.
-Python builds them through :class:`FrontierKeys`; the Lua scripts through the
-``K`` table of the prelude generated from the same schema
+All keys of one crawl shard share one hash tag (:func:`shard_tag`), so a Lua
+script touching several of them stays within one Redis Cluster slot. Python
+builds them through :class:`FrontierKeys`; the Lua scripts through the ``K``
+table of the prelude generated from the same schema
 (:func:`crawler.schema.lua_prelude`): ``P .. K.ready``, ``P .. K.queue .. host``.
-A contract test checks that every key a script builds is one named here.
+A contract test checks that every key a script builds is one named here, and
+each key says what its size grows with (``grows``: the sizing page,
+``docs/sizing.md``, and ``benchmarks/memory.py`` read it).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache, cached_property
 from typing import NamedTuple
 
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
+
 NAMESPACE = "frontier"
+#: The layout of a crawl's keys and records. A crawl started with another layout is refused
+#: (``check_crawl_metadata``): its keys would be misread.
+LAYOUT_VERSION = 2
 
 
 class ShardKey(NamedTuple):
@@ -22,67 +30,114 @@ class ShardKey(NamedTuple):
     suffix: str
     kind: str
     meaning: str
+    #: What the key's size grows with: "page" (crawled pages or seen URLs), "queued" (URLs waiting),
+    #: "host", "fixed" (sized once for the crawl), "crawl" (small or bounded).
+    grows: str = "crawl"
 
 
-#: The Lua name -> key of every key of a frontier shard (prefix ``frontier:{<crawl>.<shard>}:``).
+#: The Lua name -> key of every key of a frontier shard (prefix ``frontier:{<shard tag>}:``).
 SHARD_KEYS: dict[str, ShardKey] = {
-    "bloom": ShardKey("seen:bloom", "string", "bitmap of the seen set's Bloom filter"),
-    "seen_exact": ShardKey("seen:x:", "set", "<index>: 64-bit fingerprints, one part of the exact seen store"),
+    "bloom": ShardKey("seen:bloom", "string", "bitmap of the seen set's Bloom filter", "fixed"),
+    "seen_exact": ShardKey("seen:x:", "set", "<bucket>: 64-bit URL keys (intset), one bucket of the exact seen "
+                           "store (linear hashing, state lh:seen)", "page"),
     "seen_count": ShardKey("seencount", "string", "URLs ever added to the seen set"),
-    "host_pages": ShardKey("budget:host", "hash", "host -> URLs enqueued (the per-host page budget)"),
-    "domain_pages": ShardKey("budget:domain", "hash", "registered domain -> URLs enqueued"),
-    "requests": ShardKey("req", "hash", "request id -> encoded request (back queues, leased)"),
-    "sequence": ShardKey("seq", "string", "the last request id given"),
-    "front": ShardKey("front:", "list", "<level>: \"<host> <id> [<request>]\" entries of one priority level"),
+    "lh": ShardKey("lh:", "string", "<structure>: \"level split entries\" of a linear-hashing structure"),
+    "host_pages": ShardKey("budget:host", "hash", "host -> URLs enqueued (the per-host page budget)", "host"),
+    "domain_pages": ShardKey("budget:domain", "hash", "registered domain -> URLs enqueued", "host"),
+    "front": ShardKey("front:", "list", "<level>: \"<host> <entry>\" of one priority level (hosts without a "
+                      "back queue)", "queued"),
     "selector": ShardKey("sel", "string", "the biased selector's round-robin counter"),
-    "queue": ShardKey("q:", "zset", "<host>: the host's back queue, request id -> level * 1e13 + id"),
-    "active": ShardKey("active", "set", "hosts that own a back queue (ready, in flight or asleep)"),
-    "ready": ShardKey("ready", "zset", "awake host -> earliest time (ms) it may be contacted"),
-    "sleeping": ShardKey("sleep", "zset", "host that keeps its back queue -> wake time (ms)"),
-    "parked": ShardKey("parked", "set", "sleeping hosts parked after connection failures"),
-    "cool": ShardKey("cool", "zset", "host without a back queue -> next allowed time (ms)"),
+    "queue": ShardKey("q:", "list", "<host>:<level>: the host's back queue of one level, entries (oldest at "
+                      "the right)", "queued"),
+    "active": ShardKey("active", "set", "hosts that own a back queue (ready, in flight or asleep)", "host"),
+    "ready": ShardKey("ready", "zset", "awake host -> earliest time (ms) it may be contacted", "host"),
+    "sleeping": ShardKey("sleep", "zset", "host that keeps its back queue -> wake time (ms)", "host"),
+    "parked": ShardKey("parked", "set", "sleeping hosts parked after connection failures", "host"),
+    "cool": ShardKey("cool", "zset", "host without a back queue -> next allowed time (ms)", "host"),
     "leases": ShardKey("leases", "zset", "lease member -> expiry (ms)"),
-    "lease_sequence": ShardKey("leaseseq", "string", "the last lease number given"),
+    "leased": ShardKey("leased", "hash", "lease number -> the entry it holds (in flight only)"),
+    "lease_sequence": ShardKey("leaseseq", "string", "the last lease (and dead letter) number given"),
     "queued": ShardKey("queued", "string", "requests in front and back queues (not leased)"),
-    "host_delay": ShardKey("hostdelay", "hash", "host -> minimum delay (ms) from robots.txt Crawl-delay"),
-    "host_throttle": ShardKey("hostthrottle", "hash", "host -> throttle level (429/503 in a row)"),
-    "host_failures": ShardKey("hostfail", "hash", "host -> consecutive connection-level failures"),
-    "host_robots": ShardKey("robots", "hash", "host -> time (ms) until which its robots.txt decision stands"),
-    "robots_record": ShardKey("robots:", "string", "<origin>: the shared robots.txt record of an origin"),
-    "sitemaps": ShardKey("sitemaps:", "set", "<host>: sitemap URLs robots.txt lists"),
-    "group": ShardKey("group", "hash", "host -> its politeness group (domain or address)"),
-    "group_next": ShardKey("gnext", "hash", "politeness group -> next allowed time (ms)"),
-    "group_busy": ShardKey("gbusy", "hash", "politeness group -> its host in flight"),
-    "group_wait": ShardKey("gwait:", "zset", "<group>: ready hosts waiting for their group, by time"),
-    "dead": ShardKey("dead", "hash", "request id -> encoded request of a dead letter"),
-    "dead_info": ShardKey("deadinfo", "hash", "request id -> \"host\\tlevel\\ttime\\terror\\tmessage\""),
-    "due": ShardKey("due", "zset", "URL (hex metadata field) -> next visit (crawl-clock ms)"),
-    "due_requests": ShardKey("due:req", "hash", "URL (hex metadata field) -> \"<level> <host> <request>\""),
-    "inlinks": ShardKey("inlinks", "string", "8-bit counters: the in-link sketch"),
-    "host_quality": ShardKey("hostq", "hash", "\"<host>|n\", \"|e\", \"|d\" -> pages, errors, near duplicates"),
-    "urlmeta": ShardKey("urlmeta:", "hash", "<host>: URL fingerprint (8 bytes) -> URL metadata record"),
+    "host_delay": ShardKey("hostdelay", "hash", "host -> minimum delay (ms) from robots.txt Crawl-delay", "host"),
+    "host_throttle": ShardKey("hostthrottle", "hash", "host -> throttle level (429/503 in a row)", "host"),
+    "host_failures": ShardKey("hostfail", "hash", "host -> consecutive connection-level failures", "host"),
+    "host_robots": ShardKey("robots", "hash", "host -> time (ms) until which its robots.txt decision stands",
+                            "host"),
+    "robots_record": ShardKey("robots:", "string", "<origin>: the shared robots.txt record of an origin", "host"),
+    "sitemaps": ShardKey("sitemaps:", "set", "<host>: sitemap URLs robots.txt lists", "host"),
+    "group": ShardKey("group", "hash", "host -> its politeness group (domain or address)", "host"),
+    "group_next": ShardKey("gnext", "hash", "politeness group -> next allowed time (ms)", "host"),
+    "group_busy": ShardKey("gbusy", "hash", "politeness group -> its host in flight", "host"),
+    "group_wait": ShardKey("gwait:", "zset", "<group>: ready hosts waiting for their group, by time", "host"),
+    "dead": ShardKey("dead", "hash", "dead letter number -> its request", "page"),
+    "dead_info": ShardKey("deadinfo", "hash", "dead letter number -> \"host\\tlevel\\ttime\\terror\\tmessage\"",
+                          "page"),
+    "due": ShardKey("due", "zset", "bucket number -> lowest due time (crawl-clock s) it holds: the index of the "
+                    "recrawl schedule", "page"),
+    "due_bucket": ShardKey("due:", "zset", "<bucket>: URL key -> due time (crawl-clock s), one bucket of the "
+                           "recrawl schedule", "page"),
+    "due_sequence": ShardKey("dueseq", "string", "the last due bucket number given"),
+    "due_count": ShardKey("duecount", "string", "URLs in the recrawl schedule"),
+    "inlinks": ShardKey("inlinks", "string", "8-bit counters: the in-link sketch", "fixed"),
+    "host_quality": ShardKey("hostq", "hash", "\"<host>|n\", \"|e\", \"|d\" -> pages, errors, near duplicates",
+                             "host"),
+    "urls": ShardKey("url:", "hash", "<bucket>: URL key -> URL record (crawler/metadata/record.py), one bucket "
+                     "(linear hashing, state lh:url)", "page"),
+    "digests": ShardKey("dx:", "hash", "<bucket>: payload digest key -> first capture, one bucket of the exact "
+                        "duplicate index (linear hashing, state lh:dx)", "page"),
+    "near": ShardKey("nd:", "hash", "<block>:<high byte>: low byte -> SimHashes with that 16-bit block (the "
+                     "near-duplicate index)", "page"),
 }
 
 #: Keys of the whole crawl, outside any shard (prefix ``frontier:{<crawl>}:``).
 CRAWL_KEYS: dict[str, ShardKey] = {
-    "meta": ShardKey("meta", "hash", "the crawl's fixed facts: normalization version, shards, politeness key"),
+    "meta": ShardKey("meta", "hash", "the crawl's fixed facts: layout, normalization version, shards, politeness "
+                     "key, seen set and sketch sizes"),
     "draining": ShardKey("draining", "string", "set while the crawl drains (scrapy frontier drain)"),
     "totals": ShardKey("totals", "hash", "every worker's counters, summed"),
     "timeline": ShardKey("timeline", "list", "progress samples (msgpack), the newest 100,000"),
     "workers": ShardKey("workers", "zset", "worker -> when it last reported"),
     "render": ShardKey("render", "hash", "host or domain -> render mark: on / off (an operator's), "
-                       "js:<until ms> / static:<until ms> (detected)"),
+                       "js:<until ms> / static:<until ms> (detected)", "host"),
 }
+
+#: Slots searched for a shard's tag (see :func:`shard_tag`).
+_TAG_WINDOW = 64
+
+
+def _spread(shard: int, shards: int) -> int:
+    """A slot for ``shard`` of ``shards``: the middle of its equal share of the slot space."""
+    return (2 * shard + 1) * REDIS_CLUSTER_HASH_SLOTS // (2 * shards)
+
+
+@cache
+def shard_tag(crawl_id: str, shard: int, shards: int = 1) -> str:
+    """The hash tag of a shard's keys: ``<crawl>.<shard>``, with a suffix chosen so that its
+    Redis Cluster slot lies near :func:`_spread` of the shard.
+
+    A cluster created with equal slot ranges per primary (``redis-cli --cluster create``)
+    then holds as equal a number of shards on each primary as the counts allow (16 shards
+    on 3 primaries: 5/6/5), instead of what hashing the plain names happens to give (it
+    could be 2/6/8).
+    """
+    target = _spread(shard, shards)
+    for salt in range(REDIS_CLUSTER_HASH_SLOTS * 4):
+        tag = f"{crawl_id}.{shard}" if salt == 0 else f"{crawl_id}.{shard}.{salt}"
+        if (key_slot(tag.encode("utf-8")) - target) % REDIS_CLUSTER_HASH_SLOTS < _TAG_WINDOW:
+            return tag
+    return f"{crawl_id}.{shard}"  # pragma: no cover - CRC16 reaches every window
 
 
 @dataclass(frozen=True)
 class FrontierKeys:
     crawl_id: str
     shard: int = 0
+    #: The crawl's shard count (FRONTIER_SHARDS): it places each shard's tag in the slot space.
+    shards: int = 1
 
-    @property
+    @cached_property
     def prefix(self) -> str:
-        return f"{NAMESPACE}:{{{self.crawl_id}.{self.shard}}}:"
+        return f"{NAMESPACE}:{{{shard_tag(self.crawl_id, self.shard, self.shards)}}}:"
 
     def key(self, name: str) -> str:
         return self.prefix + name
@@ -92,9 +147,13 @@ class FrontierKeys:
         """Bitmap of the seen set's Bloom filter."""
         return self.key(SHARD_KEYS["bloom"].suffix)
 
-    def exact(self, index: int) -> str:
-        """SET (intset) of 64-bit fingerprints: one part of the exact seen store."""
-        return self.key(SHARD_KEYS["seen_exact"].suffix + str(index))
+    def exact(self, bucket: int) -> str:
+        """SET (intset) of 64-bit URL keys: one bucket of the exact seen store."""
+        return self.key(SHARD_KEYS["seen_exact"].suffix + str(bucket))
+
+    def lh(self, structure: str) -> str:
+        """The state of a linear-hashing structure (``seen``, ``url``, ``dx``)."""
+        return self.key(SHARD_KEYS["lh"].suffix + structure)
 
     @property
     def host_pages(self) -> str:
@@ -107,9 +166,9 @@ class FrontierKeys:
         return self.key(SHARD_KEYS["domain_pages"].suffix)
 
     @property
-    def requests(self) -> str:
-        """HASH request id -> encoded request, for URLs in back queues, leased, or dead."""
-        return self.key(SHARD_KEYS["requests"].suffix)
+    def leased(self) -> str:
+        """HASH lease number -> the queue entry the lease holds (requests in flight only)."""
+        return self.key(SHARD_KEYS["leased"].suffix)
 
     @property
     def ready(self) -> str:
@@ -158,13 +217,17 @@ class FrontierKeys:
 
     @property
     def due(self) -> str:
-        """ZSET URL (hex metadata field) -> next visit (crawl-clock ms): the recrawl schedule."""
+        """ZSET bucket number -> lowest due time (crawl-clock s): the index of the recrawl schedule."""
         return self.key(SHARD_KEYS["due"].suffix)
 
+    def due_bucket(self, bucket: int) -> str:
+        """ZSET URL key -> due time (crawl-clock s): one bucket of the recrawl schedule."""
+        return self.key(SHARD_KEYS["due_bucket"].suffix + str(bucket))
+
     @property
-    def due_requests(self) -> str:
-        """HASH URL (hex metadata field) -> "<level> <host> <encoded request>" of a scheduled revisit."""
-        return self.key(SHARD_KEYS["due_requests"].suffix)
+    def due_count(self) -> str:
+        """Counter of URLs in the recrawl schedule."""
+        return self.key(SHARD_KEYS["due_count"].suffix)
 
     @property
     def inlinks(self) -> str:
@@ -177,12 +240,12 @@ class FrontierKeys:
         return self.key(SHARD_KEYS["host_quality"].suffix)
 
     def front(self, level: int) -> str:
-        """LIST of ``"<host> <id> <encoded request>"`` (or ``"<host> <id>"``) entries of one priority level."""
+        """LIST of ``"<host> <entry>"`` of one priority level (hosts without a back queue)."""
         return self.key(SHARD_KEYS["front"].suffix + str(level))
 
-    def back(self, host: str) -> str:
-        """ZSET request id -> level * 1e13 + id: the back queue of one host."""
-        return self.key(SHARD_KEYS["queue"].suffix + host)
+    def back(self, host: str, level: int) -> str:
+        """LIST of entries: the back queue of one host at one level (oldest at the right)."""
+        return self.key(f"{SHARD_KEYS['queue'].suffix}{host}:{level}")
 
     @property
     def seen_count(self) -> str:
@@ -191,12 +254,12 @@ class FrontierKeys:
 
     @property
     def dead(self) -> str:
-        """HASH request id -> encoded request of a dead letter."""
+        """HASH dead letter number -> its request (an entry, a revisit resolved to its URL record)."""
         return self.key(SHARD_KEYS["dead"].suffix)
 
     @property
     def dead_info(self) -> str:
-        """HASH request id -> "host\\tlevel\\ttime\\terror\\tmessage" of a dead letter."""
+        """HASH dead letter number -> "host\\tlevel\\ttime\\terror\\tmessage"."""
         return self.key(SHARD_KEYS["dead_info"].suffix)
 
     def robots_record(self, origin: str) -> str:
@@ -207,9 +270,17 @@ class FrontierKeys:
         """SET of the sitemap URLs a host's robots.txt lists."""
         return self.key(SHARD_KEYS["sitemaps"].suffix + host)
 
-    def urlmeta(self, host: str) -> str:
-        """HASH URL fingerprint (8 bytes) -> URL metadata record, of one host."""
-        return self.key(SHARD_KEYS["urlmeta"].suffix + host)
+    def urls(self, bucket: int) -> str:
+        """HASH URL key -> URL record: one bucket of the URL records."""
+        return self.key(SHARD_KEYS["urls"].suffix + str(bucket))
+
+    def digests(self, bucket: int) -> str:
+        """HASH payload digest key -> first capture: one bucket of the exact duplicate index."""
+        return self.key(SHARD_KEYS["digests"].suffix + str(bucket))
+
+    def near(self, block: int, high: int) -> str:
+        """HASH low byte -> SimHashes whose 16-bit block ``block`` is ``high * 256 + low byte``."""
+        return self.key(f"{SHARD_KEYS['near'].suffix}{block}:{high}")
 
     def crawl_key(self, name: str) -> str:
         """A key of the whole crawl, outside any shard (one of :data:`CRAWL_KEYS`)."""

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import RedisError
+from redis.exceptions import OutOfMemoryError, RedisError
 
 from crawler.exceptions import CodecError
 from crawler.frontier.outcome import Handout, LeaseAction
@@ -38,6 +38,7 @@ from crawler.requestmeta import LEASE_META
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
+    from crawler.frontier.admission import MemoryWatch
     from crawler.frontier.codec import RequestCodec
     from crawler.frontier.config import FrontierConfig
     from crawler.frontier.inhand import InHand
@@ -83,6 +84,8 @@ class Pump:
         self._has_pending = has_pending
         self.frontiers: list[RedisFrontier] = []
         self.codec: RequestCodec | None = None
+        #: Redis memory and what it admits (set when the scheduler opens).
+        self.memory: MemoryWatch | None = None
         #: The crawl is draining (``scrapy frontier drain``): claim nothing, finish, close.
         self.draining = False
         #: A step is on its way (its results may still bring work).
@@ -127,6 +130,17 @@ class Pump:
             self._wake.clear()
             try:
                 await self.cycle()
+            except OutOfMemoryError as exc:
+                # Refused before it wrote anything (the scripts are flagged): nothing was lost, the
+                # step's batches went back and are sent again; meanwhile admission tightens.
+                self.stats.inc_value("frontier/redis_full")
+                logger.warning("Redis is full (%s): the frontier waits %.1f s and sends its step again; it admits "
+                               "fewer new URLs until memory frees (see docs/sizing.md)", exc, backoff)
+                if self.memory is not None:
+                    self.memory.checked = 0.0
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, _MAX_BACKOFF)
+                continue
             except REDIS_DOWN as exc:
                 self.stats.inc_value("frontier/redis_errors")
                 logger.warning("Frontier Redis unreachable (%s); retrying in %.1f s", exc, backoff)
@@ -203,7 +217,12 @@ class Pump:
         if capacity > 0 and (crawl_now_ms >= self.pacer.next_due_ms or now - self._last_drain >= self.drain_interval):
             drain_at = crawl_now_ms
             self._last_drain = now
+        if self.memory is not None and self.memory.due(now):
+            await self.memory.refresh(self.frontiers, now)
         claims = self.pacer.claims(capacity, now, enqueues)
+        for shard in claims:
+            if not self.frontiers[shard].admission.fetch:
+                claims[shard] = 0  # Redis nearly full: expire and refill, hand out nothing new
         shards = set(enqueues) | set(completions) | set(touches) | set(renew) | set(claims)
         if drain_at is not None:
             shards = set(range(self.shards))
@@ -258,7 +277,7 @@ class Pump:
         self.pacer.heard_claim(shard, claim, now)
         for lease, blob in claim.claimed:
             try:
-                request = self.codec.decode(blob)
+                request = self.codec.decode(blob, lease.host)
                 if lease.robots:
                     # The host's robots.txt first; the page stays queued.
                     request = robots_lease_request(request.url)

@@ -16,14 +16,15 @@ if TYPE_CHECKING:
 
 
 async def crawl_keys(client: AnyRedis, crawl_id: str) -> list[Any]:
-    """Every key of one crawl: ``frontier:{<id>}:*``, ``frontier:{<id>.<shard>}:*``, ``dedup:{<id>}:*``.
+    """Every key of one crawl: ``frontier:{<id>}:*``, ``frontier:{<id>.<shard>[.<salt>]}:*`` and, from
+    crawls of the first layout, ``dedup:{<id>}:*``.
 
     Found with SCAN (on every primary of a cluster) over the crawl's own
     patterns, each key checked against its exact tag: another crawl's keys
     (``<id>2``, ``<id>.x``) are never touched, and nothing is flushed.
     """
     escaped = re.escape(crawl_id)
-    own = re.compile(rf"^(frontier:\{{{escaped}(\.\d+)?\}}:|dedup:\{{{escaped}\}}:)".encode())
+    own = re.compile(rf"^(frontier:\{{{escaped}(\.\d+(\.\d+)?)?\}}:|dedup:\{{{escaped}\}}:)".encode())
     found = []
     for pattern in (f"frontier:{{{crawl_id}}}:*", f"frontier:{{{crawl_id}.*", f"dedup:{{{crawl_id}}}:*"):
         async for key in client.scan_iter(match=pattern, count=1000):

@@ -55,6 +55,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, Spider
@@ -63,7 +64,9 @@ from scrapy.utils.defer import deferred_from_coro
 
 from crawler.downloader.dns import CachingGuardedResolver, resolver_from_settings
 from crawler.exceptions import ConfigurationError, FrontierUnavailableError
+from crawler.frontier.admission import MemoryWatch
 from crawler.frontier.codec import RequestCodec
+from crawler.frontier.compact import bucket_sizes
 from crawler.frontier.completion import LeaseCompleter
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.context import FrontierContext
@@ -74,8 +77,8 @@ from crawler.frontier.outcome import Handout
 from crawler.frontier.pacing import ShardPacer
 from crawler.frontier.pump import Pump
 from crawler.frontier.reset import reset_crawl
-from crawler.frontier.seen import SeenConfig
 from crawler.frontier.shards import ShardRouter, check_crawl_metadata, shard_frontiers
+from crawler.frontier.sizing import crawl_sizes
 from crawler.policy.backoff import BackoffPolicy
 from crawler.policy.clock import CrawlClock
 from crawler.policy.hostquality import HostQualityCache
@@ -85,7 +88,8 @@ from crawler.policy.recrawl import RecrawlMode
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
 from crawler.requestmeta import LEASE_META
 from crawler.scrapy_internals import engine_is_interactive, engine_slot
-from crawler.settings_parsing import get_float
+from crawler.settings_parsing import get_float, get_int
+from crawler.sitemaps import SitemapSettings
 from crawler.urls.filters import FilterConfig, UrlFilter
 
 if TYPE_CHECKING:
@@ -109,7 +113,6 @@ class FrontierScheduler(BaseScheduler):
         stats: StatsCollector,
         backoff: BackoffPolicy,
         url_filter: UrlFilter,
-        seen: SeenConfig,
         *,
         router: ShardRouter | None = None,
         priority: PriorityPolicy | None = None,
@@ -118,13 +121,17 @@ class FrontierScheduler(BaseScheduler):
         mode: RecrawlMode = RecrawlMode.BATCH,
         drain_interval: float = 5.0,
         resolver: CachingGuardedResolver | None = None,
+        page_bytes: int = 300,
+        memory_interval: float = 5.0,
     ) -> None:
         self.crawler = crawler
         self.clock = clock or CrawlClock()
         self.mode = mode
         self.config = config
         self.backoff = backoff
-        self.seen = seen
+        #: Bytes a queued URL will take once fetched, and seconds between looks at Redis memory.
+        self.page_bytes = page_bytes
+        self.memory_interval = memory_interval
         self.provider = provider
         self.stats = stats
         self.router = router or ShardRouter(config.crawl_id)
@@ -185,7 +192,6 @@ class FrontierScheduler(BaseScheduler):
             crawler.stats,
             BackoffPolicy.from_settings(settings),
             UrlFilter(FilterConfig.from_settings(settings)),
-            SeenConfig.from_settings(settings),
             router=router,
             priority=PriorityPolicy.from_settings(settings),
             host_quality=HostQualityCache.for_crawler(crawler),
@@ -195,6 +201,8 @@ class FrontierScheduler(BaseScheduler):
             resolver=resolver_from_settings(settings, crawler.stats)
             if config.politeness_key is PolitenessKey.IP
             else None,
+            page_bytes=get_int(settings, "FRONTIER_PAGE_BYTES", minimum=1),
+            memory_interval=get_float(settings, "FRONTIER_MEMORY_CHECK_INTERVAL", minimum=0.1),
         )
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -214,11 +222,17 @@ class FrontierScheduler(BaseScheduler):
         await check_crawl_metadata(client, self.router)
         await self._check_politeness_key(client)
         count = self.router.count
-        frontiers = shard_frontiers(client, self.router, self.config, self.seen, self.backoff)
-        codec = RequestCodec(spider)
+        sizes = await crawl_sizes(client, self.router, self.crawler.settings, self.provider.config.memory_limit)
+        self.config = replace(self.config, inlink_cells=sizes.inlink_cells)
+        frontiers = shard_frontiers(client, self.router, self.config, sizes.seen, self.backoff)
+        codec = RequestCodec(spider, SitemapSettings.from_settings(self.crawler.settings).max_bytes)
         self.intake.bind(codec, frontiers)
+        buckets = await bucket_sizes(client, self.router.keys[0].leases, external=self.provider.embedded is None)
         for frontier in frontiers:
+            frontier.sizes = buckets
             await frontier.prepare()
+        self.pump.memory = MemoryWatch(client, self.router, sizes.memory_limit, self.config.levels,
+                                       self.page_bytes, self.memory_interval, self.stats)
         # The engine's own record of requests still being processed (watched: a
         # request it is done with is collected for an ack), and its "look for
         # work now" call: the only two engine internals used here.
@@ -233,7 +247,7 @@ class FrontierScheduler(BaseScheduler):
         FrontierContext.for_crawler(self.crawler).attach(self)
         logger.info(
             "Frontier %r open on %s: %d shard%s, min delay %.3g s, delay factor %.3g, %d priority levels %s, "
-            "%d active hosts, lease %.0f s, %s mode",
+            "%d active hosts, lease %.0f s, %s mode; Redis memory limit %s, Bloom filter %.1f MiB per shard",
             self.config.crawl_id,
             self.provider.url,
             count,
@@ -245,6 +259,8 @@ class FrontierScheduler(BaseScheduler):
             self.config.active_hosts,
             self.config.lease_timeout,
             self.mode.value,
+            f"{sizes.memory_limit / 2**20:,.0f} MiB" if sizes.memory_limit else "none",
+            sizes.seen.bloom_bits / 8 / 2**20,
         )
 
     async def _check_politeness_key(self, client: Any) -> None:

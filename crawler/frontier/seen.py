@@ -4,16 +4,15 @@
   positions per URL, sized from ``SEEN_EXPECTED_URLS`` (n) and
   ``SEEN_FALSE_POSITIVE_RATE`` (p): ``m = -n ln p / (ln 2)^2`` and
   ``k = round(m / n ln 2)`` (100 million URLs at 1%: 9.6 bits per URL, about
-  114 MiB, 7 hashes). The positions are computed client-side
+  114 MiB, 7 hashes), and at most ``SEEN_BLOOM_SHARE`` of the Redis memory
+  limit (a smaller filter answers "maybe" more often; the exact store keeps
+  the answer right). Its size is fixed when the crawl starts (recorded in
+  the crawl's metadata). The positions are computed client-side
   (:func:`crawler.urls.bloom_positions`). A bit that is 0 means "surely new".
-* The **exact store** holds a 64-bit fingerprint per URL in Redis sets that
-  stay intset-encoded (8 bytes per entry): the fingerprints are spread over
-  ``2^b`` sets by their top bits, with ``b`` chosen so a set holds about 256
-  of the expected URLs (Redis keeps a set an intset up to
-  ``set-max-intset-entries``, 512 by default; the embedded server raises it to
-  4,096 so a crawl can outgrow its estimate several times before any set
-  converts). A Bloom "maybe" is confirmed here, so a false positive never
-  loses a URL.
+* The **exact store** holds every URL's 64-bit key in intset buckets (8
+  bytes per URL) that grow by linear hashing (``lua/common.lua``), so they
+  stay intsets at any crawl size. A Bloom "maybe" is confirmed here, so a
+  false positive never loses a URL.
 
 Check and add happen in the enqueue script, atomically with the enqueue.
 """
@@ -30,7 +29,6 @@ from crawler.settings_parsing import get_float, get_int
 
 #: Redis refuses bit offsets at or past 2^32.
 MAX_BLOOM_BITS = 2**32 - 1
-TARGET_PER_SET = 256
 
 
 @dataclass(frozen=True)
@@ -39,10 +37,10 @@ class SeenConfig:
     false_positive_rate: float
     bloom_bits: int
     bloom_hashes: int
-    exact_set_bits: int
 
     @classmethod
-    def sized(cls, expected_urls: int, false_positive_rate: float) -> SeenConfig:
+    def sized(cls, expected_urls: int, false_positive_rate: float, max_bytes: int = 0) -> SeenConfig:
+        """The filter for ``expected_urls`` at ``false_positive_rate``, at most ``max_bytes`` (0: no cap)."""
         bits = math.ceil(-expected_urls * math.log(false_positive_rate) / math.log(2) ** 2)
         if bits > MAX_BLOOM_BITS:
             raise ConfigurationError(
@@ -50,9 +48,16 @@ class SeenConfig:
                 f"a Bloom filter for {expected_urls} URLs at {false_positive_rate} needs {bits} bits; "
                 f"a Redis bitmap holds at most 2^32 (about 440 million URLs at 1%): shard the crawl",
             )
+        if max_bytes:
+            bits = max(8 * 1024, min(bits, max_bytes * 8))
         hashes = max(1, min(32, round(bits / expected_urls * math.log(2))))
-        set_bits = max(0, math.ceil(math.log2(max(expected_urls / TARGET_PER_SET, 1))))
-        return cls(expected_urls, false_positive_rate, bits, hashes, min(set_bits, 24))
+        return cls(expected_urls, false_positive_rate, bits, hashes)
+
+    @classmethod
+    def of_bits(cls, expected_urls: int, false_positive_rate: float, bits: int) -> SeenConfig:
+        """A filter of ``bits`` bits (a crawl's recorded size)."""
+        hashes = max(1, min(32, round(bits / expected_urls * math.log(2))))
+        return cls(expected_urls, false_positive_rate, bits, hashes)
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> SeenConfig:
@@ -61,10 +66,6 @@ class SeenConfig:
         if rate >= 0.5:
             raise ConfigurationError("SEEN_FALSE_POSITIVE_RATE", f"must be below 0.5, got {rate}")
         return cls.sized(expected, rate)
-
-    def exact_set(self, key: int) -> int:
-        """Which exact-store set a 64-bit (signed) fingerprint belongs to."""
-        return (key & 0xFFFFFFFFFFFFFFFF) >> (64 - self.exact_set_bits) if self.exact_set_bits else 0
 
     @property
     def bits_per_url(self) -> float:

@@ -36,7 +36,7 @@ from scrapy.settings import BaseSettings
 
 from crawler.exceptions import ConfigurationError
 from crawler.frontier.config import FrontierConfig
-from crawler.frontier.keys import FrontierKeys
+from crawler.frontier.keys import LAYOUT_VERSION, FrontierKeys
 from crawler.frontier.seen import SeenConfig
 from crawler.redisconn.config import RedisConfig
 from crawler.settings_parsing import get_int, is_set
@@ -74,7 +74,7 @@ class ShardRouter:
             raise ConfigurationError("FRONTIER_SHARDS", f"at least 1, got {count}")
         self.crawl_id = crawl_id
         self.count = count
-        self.keys = [FrontierKeys(crawl_id, shard) for shard in range(count)]
+        self.keys = [FrontierKeys(crawl_id, shard, count) for shard in range(count)]
         self._domain_of = domain_of or RegisteredDomains.shared()
 
     @classmethod
@@ -108,20 +108,31 @@ class ShardRouter:
 def shard_frontiers(
     client: Any, router: ShardRouter, config: FrontierConfig, seen: SeenConfig, backoff: BackoffPolicy | None = None
 ) -> list[RedisFrontier]:
-    """One :class:`RedisFrontier` per shard: each with its share of the seen set and of the active hosts."""
+    """One :class:`RedisFrontier` per shard, with the seen set of one shard (:mod:`crawler.frontier.sizing`)
+    and its share of the active hosts."""
     from crawler.frontier.store import RedisFrontier
 
     count = router.count
     if count > 1:
-        seen = SeenConfig.sized(max(seen.expected_urls // count, 1000), seen.false_positive_rate)
         config = replace(config, active_hosts=max(2, -(-config.active_hosts // count)))
     return [RedisFrontier(client, keys, config, backoff, seen) for keys in router.keys]
 
 
 async def check_crawl_metadata(client: Any, router: ShardRouter) -> None:
-    """Record the crawl's normalization version and shard count once; refuse a worker that differs."""
+    """Record the crawl's layout, normalization version and shard count once; refuse a worker that differs."""
     crawl_id = router.crawl_id
     key = router.crawl_keys.crawl_key("meta")
+    layout = await client.hget(key, "layout")
+    if layout is None and await client.hexists(key, "created"):
+        layout = b"1"
+    if layout is not None and int(layout) != LAYOUT_VERSION:
+        raise ConfigurationError(
+            "FRONTIER_CRAWL_ID",
+            f"crawl {crawl_id!r} was started with frontier layout {int(layout)}; this code keeps a crawl's state "
+            f"in layout {LAYOUT_VERSION} and cannot read it. Start over with `scrapy frontier reset --crawl-id "
+            f"{crawl_id} --yes` (or -s FRONTIER_RESET_ON_START=True), or use another crawl id",
+        )
+    await client.hsetnx(key, "layout", LAYOUT_VERSION)
     await client.hsetnx(key, "normalization_version", NORMALIZATION_VERSION)
     await client.hsetnx(key, "created", int(time.time()))
     await client.hsetnx(key, "shards", router.count)

@@ -29,13 +29,14 @@ EXACT_ONLY = 2
 class EnqueueEntry(NamedTuple):
     """One request for the enqueue script (see ``lua/enqueue.lua``)."""
 
-    exact_key: int
+    #: The URL key (:func:`crawler.metadata.record.url_key`) and the Bloom positions of its fingerprint.
+    key: int
     bloom_positions: bytes
-    exact_set: int
     host: str
     domain: str
     level: int
     flags: int
+    #: The queue entry: the encoded request (:mod:`crawler.frontier.codec`).
     blob: bytes
     #: The politeness group, when it is given per request (``FRONTIER_POLITENESS_KEY = "ip"``: the address).
     group: str = ""
@@ -47,6 +48,7 @@ class Lease:
 
     member: bytes
     level: int
+    #: The lease's number, or ROBOTS_REQUEST_ID for a robots.txt lease.
     request_id: int
     host: str
     #: The frontier shard the lease was claimed from (its ack goes there).
@@ -79,8 +81,8 @@ class Completion:
     #: Error class and message of a dead letter.
     error: str = ""
     message: str = ""
-    #: The URL's field in the URL metadata store, to mark a dead letter dead there.
-    metadata_field: bytes = b""
+    #: The URL's key (:func:`crawler.metadata.record.url_key`), to mark a dead letter dead in its record.
+    url_key: int | None = None
     #: The frontier shard of the lease (see :class:`Lease`).
     shard: int = 0
 
@@ -119,6 +121,8 @@ class StepResult:
     over_host_budget: int = 0
     over_domain_budget: int = 0
     bloom_false_positives: int = 0
+    #: New URLs refused because Redis memory runs out (:mod:`crawler.policy.memory`).
+    refused_memory: int = 0
     acked: int = 0
     stale: int = 0
     released: int = 0
@@ -143,8 +147,8 @@ class DrainResult:
 class Touch(NamedTuple):
     """A sitemap lastmod for a URL: due now if fetched before it (``lua/touch.lua``)."""
 
-    member: str
-    host: str
+    #: The URL key (:func:`crawler.metadata.record.url_key`).
+    key: int
     lastmod: int
 
 
@@ -200,7 +204,7 @@ async def read_counts(client: AnyRedis, keys: FrontierKeys, levels: int = 0) -> 
     pipe.scard(keys.active)
     pipe.zcard(keys.ready)
     pipe.get(keys.seen_count)
-    pipe.zcard(keys.due)
+    pipe.get(keys.due_count)
     pipe.zcard(keys.sleeping)
     pipe.scard(keys.parked)
     pipe.hlen(keys.dead)
@@ -214,7 +218,7 @@ async def read_counts(client: AnyRedis, keys: FrontierKeys, levels: int = 0) -> 
         ready_hosts=int(replies[3]),
         seen=int(replies[4] or 0),
         front=tuple(int(x) for x in replies[9:]),
-        due=int(replies[5]),
+        due=int(replies[5] or 0),
         sleeping=int(replies[6]),
         parked=int(replies[7]),
         dead_letters=int(replies[8]),

@@ -26,6 +26,8 @@ def count_step(stats: StatsCollector, result: StepResult) -> None:
         inc("urls/dropped/domain_budget", result.over_domain_budget)
     if result.bloom_false_positives:
         inc("frontier/bloom_false_positive", result.bloom_false_positives)
+    if result.refused_memory:
+        inc("frontier/refused/memory", result.refused_memory)
     if result.acked:
         inc("frontier/acked", result.acked)
     if result.stale:

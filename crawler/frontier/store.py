@@ -40,6 +40,7 @@ from typing import Any
 from redis.exceptions import NoScriptError, ResponseError
 
 from crawler.frontier.commands import StepCommands
+from crawler.frontier.compact import BucketSizes
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.keys import FrontierKeys
 from crawler.frontier.seen import SeenConfig
@@ -60,9 +61,10 @@ from crawler.frontier.steps import (
     read_counts,
 )
 from crawler.policy.backoff import BackoffPolicy
+from crawler.policy.memory import Admission
 from crawler.redisconn.link import AnyRedis, KeyConnection, is_slot_error, read_replies
 from crawler.schema import script_source
-from crawler.urls.fingerprint import bloom_positions, exact_key
+from crawler.urls.fingerprint import bloom_positions, url_key
 
 __all__ = [
     "DONT_FILTER",
@@ -113,6 +115,24 @@ class RedisFrontier:
         #: to the server, or the cluster node, that holds this shard's slot.
         self._link = KeyConnection(client, keys.leases)
 
+    @property
+    def sizes(self) -> BucketSizes:
+        """Entries per bucket of the shard's compact structures (set from the server's settings)."""
+        return self._commands.sizes
+
+    @sizes.setter
+    def sizes(self, sizes: BucketSizes) -> None:
+        self._commands.sizes = sizes
+
+    @property
+    def admission(self) -> Admission:
+        """What new URLs the server's memory admits (set by :class:`~crawler.frontier.admission.MemoryWatch`)."""
+        return self._commands.admission
+
+    @admission.setter
+    def admission(self, admission: Admission) -> None:
+        self._commands.admission = admission
+
     async def prepare(self) -> None:
         """Load the scripts and allocate the Bloom filter at its full size.
 
@@ -137,10 +157,9 @@ class RedisFrontier:
         self, fingerprint: bytes, host: str, domain: str, level: int, blob: bytes, flags: int = 0
     ) -> EnqueueEntry:
         """An enqueue entry for a URL fingerprint (:func:`crawler.urls.url_fingerprint`)."""
-        key = exact_key(fingerprint)
         seen = self.seen
         positions = bloom_positions(fingerprint, seen.bloom_bits, seen.bloom_hashes)
-        return EnqueueEntry(key, positions, seen.exact_set(key), host, domain, level, flags, blob)
+        return EnqueueEntry(url_key(fingerprint), positions, host, domain, level, flags, blob)
 
     async def claim(self, now_ms: int, max_claim: int) -> ClaimResult:
         result = await self.step(Step(claim=max_claim, now_ms=now_ms))

@@ -1,24 +1,54 @@
-"""The URL metadata record: its fields, their order, its states (pure data, no I/O).
+"""The URL record: one per fetched URL, its URL stored once (pure data, no I/O).
 
-One record per fetched URL, stored as a msgpack array in the host's
-``urlmeta:<host>`` hash (see :mod:`crawler.metadata.store`); the Lua scripts
-read and write its fields by the positions :data:`RECORD_FIELDS` gives them
-(``URLMETA`` in the generated prelude, :mod:`crawler.schema`).
+A record is a fixed binary head (:data:`RECORD_STRUCT`, little-endian; the Lua
+scripts read and write its fields by the positions :data:`RECORD_FIELDS` gives
+them, ``URLREC`` in the generated prelude, :mod:`crawler.schema`), then the
+ETag, then the URL after its ``scheme://``. The URL is the only copy the crawl
+keeps of it once fetched: the recrawl schedule and a revisit waiting in a
+queue refer to the record by its URL key (:func:`url_key`), and the revisit
+request is built from it (:func:`crawler.frontier.codec.RequestCodec.decode`).
+
+About 55 bytes plus the ETag and the URL; stored in small hashes of the host's
+shard (``url:<bucket>``, linear hashing) that stay listpacks.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import struct
+from dataclasses import dataclass, replace
 from enum import IntEnum
 
-import msgpack
+from crawler.urls.fingerprint import url_key
 
-RECORD_VERSION = 1
-#: A stored record's fields, in order (the Lua scripts index them through ``URLMETA``, see :mod:`crawler.schema`).
+__all__ = [
+    "RECORD_FIELDS", "RECORD_STRUCT", "RECORD_VERSION", "UrlRecord", "UrlState", "empty_record", "url_key",
+]
+
+RECORD_VERSION = 2
+#: The fixed head of a record, in :data:`RECORD_FIELDS` order.
+RECORD_STRUCT = struct.Struct("<BBHIIIIQ4s8sIHHHBBBBB")
+#: The same layout for the Lua ``struct`` library.
+RECORD_LUA_FORMAT = "<BBHI4I4I4I4I8c4c8I4HHHBBBBB"
+#: The head's fields, in order (``URLREC.<name>`` in the Lua prelude: positions from 1).
 RECORD_FIELDS = (
-    "version", "state", "fetched_at", "status", "digest8", "simhash8", "etag", "last_modified", "length",
-    "outlinks", "observations", "changes", "next_visit", "first_fetch",
+    "version", "state", "status", "fetched_at", "first_fetch", "next_visit", "last_modified", "captured", "digest",
+    "simhash", "length", "outlinks", "observations", "changes", "level", "depth", "flags", "etag_len", "host_len",
 )
+assert len(RECORD_FIELDS) == len(RECORD_STRUCT.unpack(bytes(RECORD_STRUCT.size)))
+
+#: ``flags``: what the URL's callback is (two bits), then facts about the record.
+KIND_PARSE = 0
+KIND_SITEMAP = 1
+KIND_OTHER = 2
+KIND_MASK = 3
+FLAG_HTTPS = 4
+#: The host key is stored before the URL (it is not the start of the URL's authority).
+FLAG_HOST_APART = 8
+FLAG_DIGEST = 16
+FLAG_SIMHASH = 32
+
+_MAX_U16 = 0xFFFF
+_MAX_U32 = 0xFFFFFFFF
 
 
 class UrlState(IntEnum):
@@ -28,44 +58,107 @@ class UrlState(IntEnum):
     DEAD = 3
 
 
+def _u16(value: int) -> int:
+    return max(0, min(_MAX_U16, value))
+
+
+def _u32(value: int) -> int:
+    return max(0, min(_MAX_U32, value))
+
+
 @dataclass(frozen=True)
 class UrlRecord:
     state: UrlState
+    #: Crawl-clock seconds of the last fetch.
     fetched_at: int
     status: int = 0
-    digest8: bytes = b""
+    #: The first 4 bytes of the payload's SHA-1 (enough to tell a change), b"" when there is none.
+    digest: bytes = b""
+    #: The page's SimHash (8 bytes, big-endian), b"" when there is none.
     simhash8: bytes = b""
     etag: str = ""
-    #: Last-Modified as epoch seconds (0: none); an HTTP-date again with email.utils.formatdate.
+    #: Last-Modified as epoch seconds (0: none).
     last_modified: int = 0
     length: int = 0
     outlinks: int = 0
     observations: int = 0
     changes: int = 0
+    #: The crawl-clock second the URL is due again (0: not scheduled).
     next_visit: int = 0
     first_fetch: int = 0
-
-    def fields(self) -> list[object]:
-        """The record as stored, in :data:`RECORD_FIELDS` order."""
-        return [RECORD_VERSION, int(self.state), self.fetched_at, self.status, self.digest8, self.simhash8, self.etag,
-                self.last_modified, self.length, self.outlinks, self.observations, self.changes, self.next_visit,
-                self.first_fetch]
+    #: Epoch microseconds of the capture holding the payload (the revisit's WARC-Refers-To-Date).
+    captured: int = 0
+    #: The front-queue level of its revisit, and its depth.
+    level: int = 0
+    depth: int = 0
+    kind: int = KIND_PARSE
+    #: The normalized URL, and the host it is queued under ("" for a record without a URL).
+    url: str = ""
+    host: str = ""
 
     def pack(self) -> bytes:
-        # Redis's Lua cmsgpack reads the old "raw" type only, not "bin".
-        packed: bytes = msgpack.packb(self.fields(), use_bin_type=False)
-        return packed
+        flags = self.kind & KIND_MASK
+        url_part = b""
+        host_len = 0
+        if self.url:
+            scheme, _, rest = self.url.partition("://")
+            if scheme == "https":
+                flags |= FLAG_HTTPS
+            tail = rest.encode("utf-8", "surrogateescape")
+            host = self.host.encode("utf-8", "surrogateescape")[:255]
+            host_len = len(host)
+            if tail[:host_len] == host and tail[host_len : host_len + 1] in (b"", b":", b"/", b"?"):
+                url_part = tail
+            else:
+                flags |= FLAG_HOST_APART
+                url_part = host + tail
+        if self.digest:
+            flags |= FLAG_DIGEST
+        if self.simhash8:
+            flags |= FLAG_SIMHASH
+        etag = self.etag.encode("utf-8", "surrogateescape")[:255]
+        head = RECORD_STRUCT.pack(
+            RECORD_VERSION, int(self.state), _u16(self.status), _u32(self.fetched_at), _u32(self.first_fetch),
+            _u32(self.next_visit), _u32(self.last_modified), max(0, self.captured),
+            self.digest[:4].ljust(4, b"\0"), self.simhash8[:8].ljust(8, b"\0"), _u32(self.length),
+            _u16(self.outlinks), _u16(self.observations), _u16(self.changes), min(255, max(0, self.level)),
+            min(255, max(0, self.depth)), flags, len(etag), host_len,
+        )
+        return head + etag + url_part
 
     @classmethod
     def unpack(cls, blob: bytes) -> UrlRecord:
-        fields = msgpack.unpackb(blob, raw=True)
-        if len(fields) == 13:  # written before first_fetch was kept
-            fields.append(0)
-        _, state, fetched_at, status, digest8, simhash8, etag, last_modified, length, outlinks = fields[:10]
-        obs, changes, nxt, first = fields[10:14]
-        return cls(UrlState(state), fetched_at, status, digest8, simhash8, etag.decode("utf-8", "replace"),
-                   last_modified, length, outlinks, obs, changes, nxt, first)
+        (version, state, status, fetched_at, first_fetch, next_visit, last_modified, captured, digest,
+         simhash8, length, outlinks, observations, changes, level, depth, flags, etag_len,
+         host_len) = RECORD_STRUCT.unpack_from(blob)
+        if version != RECORD_VERSION:
+            raise ValueError(f"URL record of version {version}, this code reads {RECORD_VERSION}")
+        start = RECORD_STRUCT.size
+        etag = blob[start : start + etag_len].decode("utf-8", "replace")
+        tail = blob[start + etag_len :]
+        url = host = ""
+        if tail:
+            host = tail[:host_len].decode("utf-8", "surrogateescape")
+            rest = tail[host_len:] if flags & FLAG_HOST_APART else tail
+            url = ("https://" if flags & FLAG_HTTPS else "http://") + rest.decode("utf-8", "surrogateescape")
+        return cls(
+            UrlState(state), fetched_at, status, digest if flags & FLAG_DIGEST else b"",
+            simhash8 if flags & FLAG_SIMHASH else b"", etag, last_modified, length, outlinks, observations, changes,
+            next_visit, first_fetch, captured, level, depth, flags & KIND_MASK, url, host,
+        )
+
+    def fields(self) -> dict[str, object]:
+        """The head's fields by name (as :data:`RECORD_FIELDS` names them)."""
+        return dict(zip(RECORD_FIELDS, RECORD_STRUCT.unpack_from(self.pack())))
+
+    def with_history(self, observations: int, changes: int) -> UrlRecord:
+        return replace(self, observations=observations, changes=changes)
 
     @property
     def simhash(self) -> int | None:
         return int.from_bytes(self.simhash8, "big") if len(self.simhash8) == 8 else None
+
+
+def empty_record() -> UrlRecord:
+    """A record with every field at its default (what a script starts from for a URL it has no record of)."""
+    return UrlRecord(UrlState.QUEUED, 0)

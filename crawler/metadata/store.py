@@ -1,32 +1,19 @@
-"""Per-URL metadata in Redis, compact and sharded by host.
+"""URL records in Redis: one per fetched URL, in its host's frontier shard (``lua/urlmeta.lua``).
 
-One Redis hash per host (``urlmeta:<host>`` under the host's frontier shard
-prefix, so it moves with the host's queues), one field per fetched URL: the
-first 8 bytes of the URL's fingerprint, valued by a msgpack array (no None:
-missing strings are ``""``, missing numbers ``0``)::
+A record (:mod:`crawler.metadata.record`) keeps a URL's state, last fetch,
+status, payload digest, SimHash, validators, length, outlink count, change
+history and recrawl schedule, and the URL itself, about 55 bytes plus the
+ETag and the URL. Records live in small hashes of the host's shard
+(``url:<bucket>``, field: the URL key), which grow by linear hashing so each
+stays a listpack (``lua/common.lua``; :mod:`crawler.frontier.compact`).
 
-    [version, state, fetched_at, status, digest8, simhash8, etag,
-     last_modified, length, outlinks, observations, changes, next_visit,
-     first_fetch]
-
-``digest8`` is the first 8 bytes of the payload's SHA-1 (enough to tell a
-change), ``simhash8`` the page's SimHash (8 bytes, big-endian),
-``last_modified`` epoch seconds, ``next_visit`` the crawl-clock second the
-URL is due again (0: not scheduled), ``first_fetch`` the time of its first
-observation (with ``fetched_at`` and ``observations``, the span the recrawl
-estimator needs). Times are in the crawl clock (:mod:`crawler.policy.clock`).
-A record is about 60 bytes, so a host's hash
-stays a compact listpack under Redis's default ``hash-max-listpack-value``
-(64) while the host has at most ``hash-max-listpack-entries`` URLs (128 by
-default, 512 in the embedded server). The record
-script (``lua/urlmeta.lua``) keeps the change history: ``observations``
-(fetches with content, a ``304 Not Modified`` included) and ``changes``
-(fetches whose content changed: digest differs and SimHash distance above
+The record script keeps the change history: ``observations`` (fetches with
+content, a ``304 Not Modified`` included) and ``changes`` (fetches whose
+content changed: digest differs and SimHash distance above
 ``METADATA_CHANGE_DISTANCE``; a 304 is unchanged). It also counts the host's
 pages, errors and near duplicates (``hostq``, the host quality the priority
-policy reads) and reads the URL's in-link estimate. Measured
-with ``benchmarks/metadata.py``. URLs queued but not yet fetched have no
-record.
+policy reads) and reads the URL's in-link estimate. URLs queued but not yet
+fetched have no record. Measured with ``benchmarks/memory.py``.
 """
 
 from __future__ import annotations
@@ -35,10 +22,11 @@ import base64
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from crawler.frontier.compact import BucketSizes
 from crawler.metadata.record import RECORD_FIELDS, RECORD_VERSION, UrlRecord, UrlState
 from crawler.redisconn.batch import BatchedScripts
 from crawler.schema import script_source
-from crawler.urls import url_fingerprint
+from crawler.urls import url_fingerprint, url_key
 
 __all__ = [
     "PAGE_ERROR",
@@ -49,13 +37,13 @@ __all__ = [
     "UrlMetadataStore",
     "UrlRecord",
     "UrlState",
-    "digest8",
-    "url_field",
+    "digest4",
 ]
 
 if TYPE_CHECKING:
     from crawler.frontier.shards import ShardRouter
     from crawler.redisconn.link import AnyRedis
+
 
 @dataclass(frozen=True)
 class Observation:
@@ -81,32 +69,27 @@ PAGE_ERROR = 1
 PAGE_NEAR_DUPLICATE = 2
 
 
-def digest8(payload_digest: str) -> bytes:
-    """The first 8 bytes of a ``sha1:<base32>`` payload digest."""
-    return base64.b32decode(payload_digest.removeprefix("sha1:"))[:8]
-
-
-def url_field(url: str) -> bytes:
-    return url_fingerprint(url)[:8]
+def digest4(payload_digest: str) -> bytes:
+    """The first 4 bytes of a ``sha1:<base32>`` payload digest (enough to tell a change)."""
+    return base64.b32decode(payload_digest.removeprefix("sha1:"))[:4]
 
 
 class UrlMetadataStore:
     def __init__(
         self, client: AnyRedis, router: ShardRouter, change_distance: int = 3, inlink_cells: int = 0,
-        repeat_window: int = 0,
+        repeat_window: int = 0, sizes: BucketSizes | None = None,
     ) -> None:
-        # The frontier's shared helpers (the in-link sketch) come first.
-        source = script_source("crawler.metadata", "urlmeta")
         self.client = client
-        self.scripts = BatchedScripts(client, {"urlmeta": source})
+        self.scripts = BatchedScripts(client, {
+            "urlmeta": script_source("crawler.metadata", "urlmeta"),
+            "record": script_source("crawler.metadata", "record"),
+        })
         self.router = router
         self.change_distance = change_distance
         self.inlink_cells = inlink_cells
         #: Seconds (crawl clock) within which the same status and payload again is a repeat delivery.
         self.repeat_window = repeat_window
-
-    def host_key(self, host: str) -> str:
-        return self.router.keys_for(host).urlmeta(host)
+        self.sizes = sizes or BucketSizes()
 
     async def open(self) -> None:
         await self.scripts.load()
@@ -118,9 +101,9 @@ class UrlMetadataStore:
         keys = self.router.keys_for(host)
         reply = await self.scripts.call(
             "urlmeta",
-            [keys.urlmeta(host)],
-            [url_field(url), record.pack(), self.change_distance, keys.prefix, host, flags, inlink_positions,
-             self.inlink_cells, self.repeat_window],
+            [keys.lh("url")],
+            [url_key(url_fingerprint(url)), record.pack(), self.change_distance, keys.prefix, host, flags,
+             inlink_positions, self.inlink_cells, self.repeat_window, self.sizes.records],
         )
         changed, observations, changes, previous, first, inlinks, pages, errors, near, repeat = (int(x) for x in reply)
         return Observation(
@@ -129,8 +112,14 @@ class UrlMetadataStore:
         )
 
     async def get(self, url: str, host: str) -> UrlRecord | None:
-        blob = await self.client.hget(self.host_key(host), url_field(url))
-        return UrlRecord.unpack(blob) if isinstance(blob, bytes) else None
+        """The record of a normalized URL of ``host``, or None."""
+        return await self.get_key(url_key(url_fingerprint(url)), self.router.shard_of(host))
+
+    async def get_key(self, key: int, shard: int) -> UrlRecord | None:
+        """The record of a URL key in a shard, or None."""
+        keys = self.router.keys[shard]
+        (packed,) = await self.scripts.call("record", [keys.lh("url")], [keys.prefix, key])
+        return UrlRecord.unpack(packed) if packed else None
 
     async def close(self) -> None:
         await self.scripts.close()

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from crawler.frontier.config import MAX_LEVELS
 from crawler.frontier.shards import ShardRouter
 from crawler.frontier.store import read_counts
 from crawler.ops.figures import FrontierFigures
@@ -86,12 +87,14 @@ async def top_hosts(client: AnyRedis, router: ShardRouter, count: int) -> list[H
     for pages, host, errors, near, shard in sorted(best, reverse=True):
         keys = router.keys[shard]
         pipe = client.pipeline(transaction=False)
-        pipe.zcard(keys.back(host))
         pipe.zscore(keys.ready, host)
         pipe.zscore(keys.cooldown, host)
         pipe.zscore(keys.sleeping, host)
         pipe.hget(keys.host_delay, host)
-        queued, ready_at, cool_at, wake_at, delay_ms = await pipe.execute()
+        for level in range(MAX_LEVELS):
+            pipe.llen(keys.back(host, level))
+        ready_at, cool_at, wake_at, delay_ms, *lengths = await pipe.execute()
+        queued = sum(int(length) for length in lengths)
         at = next((t for t in (ready_at, wake_at, cool_at) if t is not None), None)
         rows.append(HostRow(
             host, pages, errors, near, int(queued or 0),

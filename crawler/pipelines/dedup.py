@@ -21,10 +21,13 @@ from scrapy.exceptions import NotConfigured
 from crawler.archiving import Archive
 from crawler.dedup import text
 from crawler.dedup.index import DedupIndex
+from crawler.frontier.compact import bucket_sizes
+from crawler.frontier.shards import ShardRouter
 from crawler.items import PageItem
-from crawler.redisconn.provider import RedisProvider, crawl_id_for
+from crawler.redisconn.provider import RedisProvider
 from crawler.settings_parsing import get_bool, get_int
-from crawler.urls import UrlError, host_of
+from crawler.urls import NormalizationConfig, UrlError, normalize_url
+from crawler.urls.normalize import DEFAULT_CONFIG as DEFAULT_NORMALIZATION
 from crawler.warc.records import payload_digest, warc_date
 
 if TYPE_CHECKING:
@@ -34,9 +37,11 @@ logger = logging.getLogger(__name__)
 
 
 class DedupPipeline:
-    def __init__(self, provider: RedisProvider, crawl_id: str, distance: int, stats: Any) -> None:
+    def __init__(self, provider: RedisProvider, router: ShardRouter, distance: int, stats: Any,
+                 normalization: NormalizationConfig = DEFAULT_NORMALIZATION) -> None:
         self.provider = provider
-        self.crawl_id = crawl_id
+        self.router = router
+        self.normalization = normalization
         self.distance = distance
         self.stats = stats
         self.index: DedupIndex | None = None
@@ -55,12 +60,15 @@ class DedupPipeline:
             logger.warning("SimHash in pure Python: crawler.dedup._simhash is not built (it needs a C compiler "
                            "and xxhash.h, Debian's libxxhash-dev; `make venv` or `pip install` builds it). Same "
                            "fingerprints, about 0.2 ms more CPU per page.")
-        pipeline = cls(RedisProvider.for_crawler(crawler), crawl_id_for(crawler), distance, crawler.stats)
+        pipeline = cls(RedisProvider.for_crawler(crawler), ShardRouter.for_crawler(crawler), distance, crawler.stats,
+                       NormalizationConfig.from_settings(crawler.settings))
         Archive.for_crawler(crawler).join(pipeline)
         return pipeline
 
     async def open_spider(self) -> None:
-        self.index = DedupIndex(await self.provider.client(), self.crawl_id, self.distance)
+        client = await self.provider.client()
+        sizes = await bucket_sizes(client, self.router.keys[0].leases, external=False)
+        self.index = DedupIndex(client, self.router, self.distance, sizes)
         await self.index.open()
 
     async def close_spider(self) -> None:
@@ -74,14 +82,14 @@ class DedupPipeline:
         if item.status != 200 or not item.body:
             return item
         try:
-            host = host_of(item.url)
+            url, host = normalize_url(item.url, self.normalization)
         except UrlError:
             return item
         try:
             index, digest = self.index, item.payload_digest
             verdict = await self.provider.outage.call(
                 "Dedup index",
-                lambda: index.check(host, digest, item.url, warc_date(item.fetched_at), item.simhash),
+                lambda: index.check(url, host, digest, warc_date(item.fetched_at), item.simhash),
                 self.stats,
             )
         except (RedisError, OSError) as exc:
@@ -89,11 +97,14 @@ class DedupPipeline:
             logger.warning("Dedup index unavailable (%s); storing %s in full", exc, item.url)
             return item
         self.stats.inc_value("dedup/checked")
-        if verdict.duplicate_of is not None and verdict.duplicate_of[0] != item.url:
+        if verdict.unresolved:
+            self.stats.inc_value("dedup/unresolved")
+            logger.warning("Dedup index: a duplicate of %s whose URL record is gone; storing it in full", item.url)
+        if verdict.duplicate_of is not None and verdict.duplicate_of[0] != url:
             item.duplicate_of = verdict.duplicate_of
             self.stats.inc_value("dedup/exact")
         elif verdict.duplicate_of is not None:
-            item.duplicate_of = verdict.duplicate_of  # the same URL again: a revisit of itself
+            item.duplicate_of = (item.url, verdict.duplicate_of[1])  # the same URL again: a revisit of itself
             self.stats.inc_value("dedup/exact_same_url")
         if verdict.near_duplicate_of is not None:
             item.near_duplicate_of = verdict.near_duplicate_of

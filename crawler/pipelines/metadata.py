@@ -18,13 +18,17 @@ from typing import TYPE_CHECKING, Any, Self
 
 from redis.exceptions import RedisError
 from scrapy.exceptions import NotConfigured
+from scrapy.settings import BaseSettings
 
 from crawler.archiving import Archive
+from crawler.frontier.compact import bucket_sizes
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.shards import ShardRouter
+from crawler.frontier.sizing import crawl_sizes
 from crawler.httpheaders import header_value, http_date_epoch
 from crawler.items import PageItem
-from crawler.metadata.store import PAGE_ERROR, PAGE_NEAR_DUPLICATE, UrlMetadataStore, UrlRecord, UrlState, digest8
+from crawler.metadata.record import KIND_OTHER, KIND_PARSE, KIND_SITEMAP
+from crawler.metadata.store import PAGE_ERROR, PAGE_NEAR_DUPLICATE, UrlMetadataStore, UrlRecord, UrlState, digest4
 from crawler.policy.clock import CrawlClock
 from crawler.policy.hostquality import HostQualityCache
 from crawler.policy.priority import HostQuality
@@ -38,6 +42,9 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
+
+#: What a record says of its URL's callback (a revisit is built with it).
+_KINDS = {"parse": KIND_PARSE, "parse_sitemap": KIND_SITEMAP}
 
 
 def repeat_window_setting(settings: Any) -> int:
@@ -59,11 +66,10 @@ class UrlMetadataPipeline:
         stats: Any,
         *,
         clock: CrawlClock | None = None,
-        seen: SeenConfig | None = None,
-        inlink_cells: int = 0,
         host_quality: HostQualityCache | None = None,
         repeat_window: int = 0,
         normalization: NormalizationConfig = DEFAULT_NORMALIZATION,
+        settings: BaseSettings | None = None,
     ) -> None:
         self.provider = provider
         #: The crawl's URL normalization (the frontier's keys are built with it).
@@ -72,8 +78,11 @@ class UrlMetadataPipeline:
         self.change_distance = change_distance
         self.stats = stats
         self.clock = clock or CrawlClock()
-        self.seen = seen
-        self.inlink_cells = inlink_cells
+        #: The crawl's seen set and in-link sketch sizes (its metadata), known once the store opens.
+        self.seen: SeenConfig | None = None
+        self.inlink_cells = 0
+        #: The settings the crawl's sizes are computed from, when no worker recorded them yet.
+        self.settings = settings
         self.host_quality = host_quality or HostQualityCache()
         self.repeat_window = repeat_window
         self.store: UrlMetadataStore | None = None
@@ -89,18 +98,22 @@ class UrlMetadataPipeline:
             get_int(settings, "METADATA_CHANGE_DISTANCE", minimum=0),
             crawler.stats,
             clock=CrawlClock.from_settings(settings),
-            seen=SeenConfig.from_settings(settings),
-            inlink_cells=get_int(settings, "PRIORITY_INLINK_CELLS", minimum=0),
             host_quality=HostQualityCache.for_crawler(crawler),
             repeat_window=repeat_window_setting(settings),
             normalization=NormalizationConfig.from_settings(settings),
+            settings=settings,
         )
         Archive.for_crawler(crawler).join(pipeline)
         return pipeline
 
     async def open_spider(self) -> None:
+        client = await self.provider.client()
+        if self.settings is not None:
+            sizes = await crawl_sizes(client, self.router, self.settings, self.provider.config.memory_limit)
+            self.seen, self.inlink_cells = sizes.seen, sizes.inlink_cells
+        buckets = await bucket_sizes(client, self.router.keys[0].leases, external=False)
         self.store = UrlMetadataStore(
-            await self.provider.client(), self.router, self.change_distance, self.inlink_cells, self.repeat_window
+            client, self.router, self.change_distance, self.inlink_cells, self.repeat_window, buckets
         )
         await self.store.open()
 
@@ -121,12 +134,16 @@ class UrlMetadataPipeline:
             state=UrlState.FETCHED if item.status < 400 else UrlState.FAILED,
             fetched_at=int(item.crawl_time),
             status=item.status,
-            digest8=digest8(item.payload_digest) if content and item.payload_digest else b"",
+            digest=digest4(item.payload_digest) if content and item.payload_digest else b"",
             simhash8=item.simhash.to_bytes(8, "big") if content and item.simhash is not None else b"",
             etag=header_value(item.headers, "ETag"),
             last_modified=http_date_epoch(header_value(item.headers, "Last-Modified")),
             length=len(item.body),
             outlinks=len(item.outlinks),
+            depth=item.depth,
+            kind=_KINDS.get(item.callback, KIND_OTHER),
+            url=url,
+            host=host,
         )
         flags = (PAGE_ERROR if item.status >= 400 else 0) | (PAGE_NEAR_DUPLICATE if item.near_duplicate_of else 0)
         positions = b""

@@ -9,10 +9,12 @@ a 2xx or a ``304 Not Modified``:
    important pages: the priority policy's importance of the URL);
 2. the revisit's priority comes from :class:`~crawler.policy.priority.PriorityPolicy`
    (depth, in-links, host importance and quality, change rate);
-3. the revisit request, with the validators of this capture (``ETag``,
-   ``Last-Modified``) for a conditional request, goes into the due set
-   (:class:`~crawler.frontier.due.DueSchedule`), which the frontier drains
-   when it is due.
+3. the URL goes into the recrawl schedule
+   (:class:`~crawler.frontier.due.DueSchedule`) with its level and the date
+   of the capture holding its payload; when it is due, the frontier builds
+   the revisit from the URL's record (the metadata pipeline's: the URL, the
+   validators ``ETag`` and ``Last-Modified`` for a conditional request), so
+   the recrawl needs ``METADATA_ENABLED``.
 
 Redirects, errors and resources fetched by page modules are not revisited
 (a redirect's target is a URL of its own). If Redis cannot answer, the page
@@ -28,25 +30,22 @@ from redis.exceptions import RedisError
 from scrapy.exceptions import NotConfigured
 
 from crawler.archiving import Archive
-from crawler.frontier.codec import RequestCodec
+from crawler.exceptions import ConfigurationError
+from crawler.frontier.compact import bucket_sizes
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.context import FrontierContext
-from crawler.frontier.due import DueSchedule, Revisit, due_member
+from crawler.frontier.due import DueSchedule, Revisit
 from crawler.frontier.levels import PriorityLevels
 from crawler.frontier.shards import ShardRouter
-from crawler.httpheaders import header_value, http_date_epoch
 from crawler.items import PageItem
-from crawler.metadata.store import url_field
 from crawler.policy.clock import CrawlClock
 from crawler.policy.hostquality import HostQualityCache
 from crawler.policy.priority import PriorityPolicy, PrioritySignals
 from crawler.policy.recrawl import ChangeHistory, RecrawlPolicy, plan_revisit
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
-from crawler.requestmeta import REVISIT_META
 from crawler.settings_parsing import get_bool
-from crawler.sitemaps import SitemapSettings, sitemap_meta
-from crawler.urls import NormalizationConfig, UrlError, normalize_url
-from crawler.warc.records import warc_date
+from crawler.urls import NormalizationConfig, UrlError, normalize_url, url_fingerprint, url_key
+from crawler.warc.records import micros_of_warc_date, warc_date
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -75,19 +74,23 @@ class RecrawlPipeline:
         self.provider = RedisProvider.for_crawler(crawler)
         self.router = ShardRouter.for_crawler(crawler)
         self.host_quality = HostQualityCache.for_crawler(crawler)
-        self.sitemaps = SitemapSettings.from_settings(crawler.settings)
         #: The crawl's URL normalization (the frontier's keys are built with it).
         self.normalization = NormalizationConfig.from_settings(crawler.settings)
         #: This process's frontier scheduler, told when to drain the revisits scheduled here.
         self.frontier = FrontierContext.for_crawler(crawler)
         self.schedule: DueSchedule | None = None
-        self.codec: RequestCodec | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         settings = crawler.settings
         if not get_bool(settings, "RECRAWL_ENABLED"):
             raise NotConfigured
+        if not get_bool(settings, "METADATA_ENABLED"):
+            raise ConfigurationError(
+                "RECRAWL_ENABLED",
+                "the recrawl schedule needs the URL records (METADATA_ENABLED = True): a revisit is built from "
+                "its URL's record; set RECRAWL_ENABLED = False too, or turn METADATA_ENABLED back on",
+            )
         config = FrontierConfig.from_settings(settings, crawl_id_for(crawler))
         pipeline = cls(
             crawler,
@@ -100,10 +103,9 @@ class RecrawlPipeline:
         return pipeline
 
     async def open_spider(self) -> None:
-        spider = self.crawler.spider
-        assert spider is not None
-        self.codec = RequestCodec(spider)
-        self.schedule = DueSchedule(await self.provider.client(), self.router)
+        client = await self.provider.client()
+        sizes = await bucket_sizes(client, self.router.keys[0].leases, external=False)
+        self.schedule = DueSchedule(client, self.router, sizes)
         await self.schedule.open()
 
     async def close_spider(self) -> None:
@@ -111,7 +113,7 @@ class RecrawlPipeline:
             await self.schedule.close()
 
     async def process_item(self, item: Any) -> Any:
-        if not isinstance(item, PageItem) or self.schedule is None or self.codec is None:
+        if not isinstance(item, PageItem) or self.schedule is None:
             return item
         if item.callback not in _REVISITED or not (200 <= item.status < 300 or item.status == 304):
             return item
@@ -120,12 +122,8 @@ class RecrawlPipeline:
         except UrlError:
             return item
         revisit = self.plan(item, host)
-        meta: dict[str, Any] = {"depth": item.depth, REVISIT_META: revisit.validators}
-        if item.callback == "parse_sitemap":
-            meta.update(sitemap_meta(self.sitemaps.max_bytes))
-        blob = self.codec.encode_link(url, item.callback, meta, revisit.priority)
-        entry = Revisit(due_member(url), int(revisit.due * 1000), self.levels.level(revisit.priority), host, blob,
-                        url_field(url))
+        entry = Revisit(url_key(url_fingerprint(url)), int(revisit.due), self.levels.level(revisit.priority), host,
+                        micros_of_warc_date(revisit.date))
         try:
             schedule = self.schedule
             await self.provider.outage.call("Recrawl schedule", lambda: schedule.schedule([entry]), self.stats)
@@ -134,7 +132,7 @@ class RecrawlPipeline:
             logger.warning("Recrawl schedule unavailable (%s); %s is not scheduled", exc, item.url)
             return item
         self.stats.inc_value("recrawl/scheduled")
-        self.frontier.revisit_scheduled(entry.due_ms)
+        self.frontier.revisit_scheduled(entry.due * 1000)
         if item.status == 304:
             self.stats.inc_value("recrawl/not_modified")
         elif item.changed is True:
@@ -154,33 +152,25 @@ class RecrawlPipeline:
             host=self.host_quality.get(host),
         )
         plan = plan_revisit(self.policy, self.priority, history, item.previous_fetch or None, signals)
-        return _Plan(plan.due, plan.priority, self._validators(item))
+        return _Plan(plan.due, plan.priority, self._capture_date(item))
 
     @staticmethod
-    def _validators(item: PageItem) -> dict[str, Any]:
-        """ETag, Last-Modified and capture date to revalidate this capture with."""
-        etag = header_value(item.headers, "ETag")
-        last_modified = http_date_epoch(header_value(item.headers, "Last-Modified"))
-        if item.status == 304:
-            # A 304 need not repeat the validators: keep the ones it answered.
-            etag = etag or header_value(item.request_headers, "If-None-Match")
-            last_modified = last_modified or http_date_epoch(header_value(item.request_headers, "If-Modified-Since"))
-        # The capture a 304 will stand for: the one holding the payload.
+    def _capture_date(item: PageItem) -> str:
+        """The WARC date of the capture a 304 will stand for: the one holding the payload.
+
+        The revisit's other validators (ETag, Last-Modified) are the URL record's: those of this
+        capture, or, when a 304 repeats none, the ones it answered (``lua/urlmeta.lua``).
+        """
         date = item.revalidated
         if date is None and item.duplicate_of is not None and item.duplicate_of[0] == item.url:
             date = item.duplicate_of[1]
-        validators: dict[str, Any] = {"date": date or warc_date(item.fetched_at)}
-        if etag:
-            validators["etag"] = etag
-        if last_modified:
-            validators["lm"] = last_modified
-        return validators
+        return date or warc_date(item.fetched_at)
 
 
 class _Plan:
-    __slots__ = ("due", "priority", "validators")
+    __slots__ = ("date", "due", "priority")
 
-    def __init__(self, due: float, priority: int, validators: dict[str, Any]) -> None:
+    def __init__(self, due: float, priority: int, date: str) -> None:
         self.due = due
         self.priority = priority
-        self.validators = validators
+        self.date = date

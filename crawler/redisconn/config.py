@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from scrapy.settings import BaseSettings
 
 from crawler.exceptions import ConfigurationError
+from crawler.policy.memory import parse_size
 from crawler.secrets import read_secret_file, redact_url
 from crawler.settings_parsing import get_float, get_int, setting
 
@@ -57,6 +58,11 @@ class RedisConfig:
     max_connections: int = 64
     #: The password from ``REDIS_PASSWORD_FILE`` (a password in ``REDIS_URL`` wins); never printed.
     password: str | None = field(default=None, repr=False)
+    #: ``REDIS_MEMORY_LIMIT`` in bytes (0: unset: the server's maxmemory).
+    memory_limit: int = 0
+    #: The embedded server's memory limit (its maxmemory): ``REDIS_MEMORY_LIMIT``, or
+    #: ``REDIS_EMBEDDED_MEMORY_SHARE`` of the machine's RAM.
+    embedded_memory: int = 0
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, crawl_id: str) -> RedisConfig:
@@ -91,6 +97,11 @@ class RedisConfig:
         data_root = Path(setting(settings, "CRAWL_DATA_DIR"))
         default_dir = Path(jobdir) / "redis" if jobdir else data_root / crawl_id / "redis"
         embedded_dir = Path(settings.get("REDIS_EMBEDDED_DIR") or default_dir)
+        raw_limit = settings.get("REDIS_MEMORY_LIMIT")
+        limit = parse_size(raw_limit, "REDIS_MEMORY_LIMIT") if raw_limit not in (None, "") else 0
+        share = get_float(settings, "REDIS_EMBEDDED_MEMORY_SHARE", minimum=0.01)
+        if share > 0.95:
+            raise ConfigurationError("REDIS_EMBEDDED_MEMORY_SHARE", f"at most 0.95 of the RAM, got {share}")
         return cls(
             url=url,
             embedded_dir=embedded_dir,
@@ -99,10 +110,20 @@ class RedisConfig:
             cluster_nodes=cluster_nodes,
             max_connections=get_int(settings, "REDIS_MAX_CONNECTIONS", minimum=4),
             password=_password(settings),
+            memory_limit=limit,
+            embedded_memory=limit or int(machine_memory() * share),
         )
 
     def describe(self) -> str:
         return redact_url(self.url) if self.url else f"embedded redis-server in {self.embedded_dir}"
+
+
+def machine_memory() -> int:
+    """This machine's RAM in bytes (0 if the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
 
 
 def _password(settings: BaseSettings) -> str | None:

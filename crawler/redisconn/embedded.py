@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from crawler.exceptions import ConfigurationError, FrontierUnavailableError
+from crawler.redisconn.encodings import SERVER_CONFIG
 
 logger = logging.getLogger(__name__)
 
@@ -55,8 +56,11 @@ def _ping(path: str, timeout: float = 0.5) -> bool:
 
 
 class EmbeddedRedisServer:
-    def __init__(self, directory: Path, binary: str = "redis-server", start_timeout: float = 10.0) -> None:
+    def __init__(self, directory: Path, binary: str = "redis-server", start_timeout: float = 10.0,
+                 maxmemory: int = 0) -> None:
         self.directory = directory.resolve()
+        #: The server's memory limit (bytes; 0: none). It never evicts: the crawl admits less near it.
+        self.maxmemory = maxmemory
         self.binary = binary
         self.start_timeout = start_timeout
         self.process: subprocess.Popen[bytes] | None = None
@@ -102,12 +106,10 @@ class EmbeddedRedisServer:
             "--pidfile", str(self.directory / "redis.pid"),
             "--logfile", str(self.log_path),
             "--daemonize", "no",
-            # The exact seen store keeps ~256 fingerprints per set; intsets up
-            # to 4,096 leave room for a crawl that outgrows its estimate.
-            "--set-max-intset-entries", "4096",
-            # URL metadata: one hash per host stays a listpack up to 512 URLs.
-            "--hash-max-listpack-entries", "512",
-            "--hash-max-listpack-value", "128",
+            # What the compact layout is sized for (crawler/redisconn/encodings.py).
+            *(arg for name, value in SERVER_CONFIG.items() for arg in (f"--{name}", str(value))),
+            "--maxmemory", str(self.maxmemory),
+            "--maxmemory-policy", "noeviction",
         ]
         self.process = subprocess.Popen(
             command,

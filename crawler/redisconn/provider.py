@@ -133,7 +133,8 @@ class RedisProvider:
             return client
         if url is None:
             self.embedded = EmbeddedRedisServer(
-                self.config.embedded_dir, self.config.server_binary, self.config.connect_timeout
+                self.config.embedded_dir, self.config.server_binary, self.config.connect_timeout,
+                self.config.embedded_memory,
             )
             await self.embedded.start()
             atexit.register(self.embedded.stop_now)

@@ -1,6 +1,6 @@
 """URLs: normalization, fingerprints, filters and registered domains (pure, no I/O)."""
 
-from crawler.urls.fingerprint import bloom_positions, exact_key, url_fingerprint
+from crawler.urls.fingerprint import bloom_positions, url_fingerprint, url_key
 from crawler.urls.normalize import NORMALIZATION_VERSION, NormalizationConfig, UrlError, normalize_url
 
 __all__ = [
@@ -8,10 +8,10 @@ __all__ = [
     "NormalizationConfig",
     "UrlError",
     "bloom_positions",
-    "exact_key",
     "host_of",
     "normalize_url",
     "url_fingerprint",
+    "url_key",
 ]
 
 

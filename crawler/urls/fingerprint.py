@@ -17,8 +17,9 @@ def url_fingerprint(normalized_url: str, method: str = "GET", body: bytes = b"")
     return digest.digest()
 
 
-def exact_key(fingerprint: bytes) -> int:
-    """The 64-bit signed integer stored in the exact seen store (intset-friendly)."""
+def url_key(fingerprint: bytes) -> int:
+    """A URL's key: its fingerprint's first 8 bytes as a signed integer. The exact seen store's member,
+    the URL record's field and the recrawl schedule's member; Redis keeps it as an integer."""
     return int.from_bytes(fingerprint[:8], "big", signed=True)
 
 

@@ -77,6 +77,23 @@ def warc_date(epoch: float) -> str:
     return f"{_last_second[1]}.{micro:06d}Z"
 
 
+def warc_date_micros(micros: int) -> str:
+    """:func:`warc_date` of a time given in epoch microseconds (exactly)."""
+    second, micro = divmod(micros, 1_000_000)
+    return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{micro:06d}Z"
+
+
+def micros_of_warc_date(text: str) -> int:
+    """Epoch microseconds of a WARC date (``2026-01-02T03:04:05Z``, with or without a fraction); 0 if unreadable."""
+    head, _, fraction = text.rstrip("Z").partition(".")
+    try:
+        second = int(datetime.strptime(head, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC).timestamp())
+    except ValueError:
+        return 0
+    digits = (fraction + "000000")[:6]
+    return second * 1_000_000 + (int(digits) if digits.isdigit() else 0)
+
+
 #: The last whole second :func:`warc_date` formatted (most dates of a crawl fall in the same second as the one before).
 _last_second: list[Any] = [None, ""]
 

@@ -1,68 +1,149 @@
--- Exact and near-duplicate check-and-record of one page, atomically.
--- KEYS[1]: the crawl's payload digest hash D..'digest' (digest -> "url\tdate")
--- ARGV: D (dedup key prefix), host, payload digest, "url\tdate",
---       simhash as 16 hex digits ('' for none), max Hamming distance
+#!lua
+-- Exact and near-duplicate check-and-record, in one frontier shard.
+-- KEYS[1]: the shard's exact-index state P..K.lh..'dx' (anchors the script to the shard's slot)
+-- ARGV[1]: P; ARGV[2]: this shard's number;
+-- ARGV[3]: payload digest key (its first 8 bytes as a signed integer; '' = no exact check);
+-- ARGV[4]: the first-capture value to record: 4 more digest bytes, the URL key (8 bytes),
+--   the URL's shard (uint16), the capture time (uint64, epoch microseconds), all big-endian;
+-- ARGV[5]: SimHash (8 bytes, big-endian; '' = none); ARGV[6]: the SimHash blocks held here
+--   ("0123", a subset, or ''); ARGV[7]: the largest distance of a near duplicate;
+-- ARGV[8]: mode: 0 check, 1 check and add when neither an exact nor a near
+--   duplicate is found, 2 add only, 3 find the reference stored with this
+--   SimHash (in block 0);
+-- ARGV[9]: the reference stored with block 0: URL key (8 bytes) and shard (uint16);
+-- ARGV[10], ARGV[11]: exact-index and URL-record entries per bucket (linear hashing);
+-- ARGV[12], ARGV[13]: the page's own URL key and a record of its URL ('' = not in this shard):
+--   written first if the URL has no record yet, so that a duplicate found
+--   later can always name it.
 -- Exact: the first capture of a payload digest is recorded; a later one gets
--- it back (a revisit). Near: the 64-bit SimHash is cut into 4 blocks of 16
--- bits; two hashes within distance 3 share at least one block (pigeonhole),
--- so the candidates are the members of the 4 sets keyed by this page's blocks
--- (Manku, Jain, Das Sarma, WWW 2007). The closest candidate within the
--- distance wins; otherwise this page's SimHash joins the index.
--- Per-host counters: pages, exact duplicates, near duplicates.
--- Returns {first capture "url\tdate" or '', near url or '', distance or -1}.
-local D = ARGV[1]
-local host = ARGV[2]
-local digest = ARGV[3]
-local here = ARGV[4]
-local simhash = ARGV[5]
-local max_distance = tonumber(ARGV[6])
-redis.call('HINCRBY', D .. DK.pages, host, 1)
+-- it back (a revisit); the 4 more digest bytes must match too (96 bits).
+-- Near: the 64-bit SimHash is cut into 4 blocks of 16 bits; two hashes within
+-- distance 3 share at least one block (pigeonhole), so the candidates are the
+-- SimHashes filed under this page's blocks (Manku, Jain, Das Sarma, WWW 2007):
+-- block i of value v is in hash P..K.near..'<i>:<v div 256>', field v mod
+-- 256, a string of 8-byte SimHashes (block 0: 18-byte SimHash + reference
+-- entries). The closest candidate within the distance wins.
+-- A URL key whose shard is this one is resolved to its URL here.
+-- Returns {first capture value or '', its URL or '', near SimHash or '',
+--          distance or -1, its reference or '', its URL or ''}.
+local P, here = ARGV[1], tonumber(ARGV[2])
+local digest_key, capture = ARGV[3], ARGV[4]
+local simhash, blocks, max_distance, mode = ARGV[5], ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
+local ref = ARGV[9]
+local digests = lh_open(P, 'dx', P .. K.digests, 'hash', tonumber(ARGV[10]))
+local records = urls_open(P, tonumber(ARGV[11]))
+local own_key, own_record = ARGV[12], ARGV[13]
 
-local first = redis.call('HGET', KEYS[1], digest)
-if first then
-  redis.call('HINCRBY', D .. DK.exact, host, 1)
-  return {first, '', -1}
-end
-redis.call('HSET', KEYS[1], digest, here)
-if simhash == '' then
-  return {'', '', -1}
+local function finish(...)
+  lh_close(digests)
+  lh_close(records)
+  return {...}
 end
 
-local function popcount16(x)
-  local count = 0
-  while x > 0 do
-    x = bit.band(x, x - 1)
-    count = count + 1
+if own_key ~= '' then
+  local bucket = lh_key(records, low24(own_key))
+  if redis.call('HSETNX', bucket, own_key, own_record) == 1 then
+    records.added = 1
   end
-  return count
 end
 
-local blocks = {}
-for i = 1, 4 do
-  blocks[i] = tonumber(string.sub(simhash, 4 * i - 3, 4 * i), 16)
+-- The URL of a reference (URL key, then shard), when its record is in this shard.
+local function url_of(reference)
+  if #reference < 10 or struct.unpack('>H', reference, 9) ~= here then
+    return ''
+  end
+  local key = int64_decimal(string.sub(reference, 1, 8))
+  local packed = redis.call('HGET', lh_key(records, low24(key)), key)
+  if not packed then
+    return ''
+  end
+  return record_url(record_unpack(packed))
 end
-local best, best_distance = nil, max_distance + 1
-for i = 1, 4 do
-  local candidates = redis.call('SMEMBERS', D .. DK.block .. i .. ':' .. string.sub(simhash, 4 * i - 3, 4 * i))
-  for _, candidate in ipairs(candidates) do
-    local distance = 0
-    for j = 1, 4 do
-      distance = distance + popcount16(bit.bxor(blocks[j], tonumber(string.sub(candidate, 4 * j - 3, 4 * j), 16)))
-      if distance >= best_distance then
-        break
-      end
+
+if digest_key ~= '' then
+  local bucket = lh_key(digests, low24(digest_key))
+  local first = redis.call('HGET', bucket, digest_key)
+  if first and string.sub(first, 1, 4) == string.sub(capture, 1, 4) then
+    return finish(first, url_of(string.sub(first, 5, 14)), '', -1, '', '')
+  end
+  if not first then
+    redis.call('HSET', bucket, digest_key, capture)
+    digests.added = 1
+  end
+end
+if simhash == '' or blocks == '' then
+  return finish('', '', '', -1, '', '')
+end
+
+local function block_of(i)
+  local high, low = string.byte(simhash, 2 * i + 1), string.byte(simhash, 2 * i + 2)
+  return P .. K.near .. i .. ':' .. high, low
+end
+
+if mode == 3 then
+  local key, field = block_of(0)
+  local entries = redis.call('HGET', key, field) or ''
+  for j = 1, #entries, 18 do
+    if string.sub(entries, j, j + 7) == simhash then
+      local found = string.sub(entries, j + 8, j + 17)
+      return finish('', '', simhash, 0, found, url_of(found))
     end
-    if distance < best_distance then
-      best, best_distance = candidate, distance
+  end
+  return finish('', '', '', -1, '', '')
+end
+
+local best, best_distance, best_ref = nil, max_distance + 1, ''
+if mode ~= 2 then
+  local pop = {[0] = 0}
+  for x = 1, 255 do
+    pop[x] = pop[math.floor(x / 2)] + x % 2
+  end
+  local mine = {string.byte(simhash, 1, 8)}
+  for n = 1, #blocks do
+    local i = tonumber(string.sub(blocks, n, n))
+    local key, field = block_of(i)
+    local entries = redis.call('HGET', key, field)
+    if entries then
+      local width = i == 0 and 18 or 8
+      for j = 1, #entries, width do
+        local distance = 0
+        for b = 1, 8 do
+          distance = distance + pop[bit.bxor(mine[b], string.byte(entries, j + b - 1))]
+          if distance >= best_distance then
+            break
+          end
+        end
+        if distance < best_distance then
+          best, best_distance = string.sub(entries, j, j + 7), distance
+          best_ref = i == 0 and string.sub(entries, j + 8, j + 17) or ''
+        end
+      end
     end
   end
 end
 if best then
-  redis.call('HINCRBY', D .. DK.near, host, 1)
-  return {'', redis.call('HGET', D .. DK.simhash_url, best) or '', best_distance}
+  if best_ref == '' and string.find(blocks, '0', 1, true) then
+    -- Found under another block: its reference is filed under its block 0, here too.
+    local high, low = string.byte(best, 1), string.byte(best, 2)
+    local entries = redis.call('HGET', P .. K.near .. '0:' .. high, low) or ''
+    for j = 1, #entries, 18 do
+      if string.sub(entries, j, j + 7) == best then
+        best_ref = string.sub(entries, j + 8, j + 17)
+        break
+      end
+    end
+  end
+  return finish('', '', best, best_distance, best_ref, url_of(best_ref))
 end
-for i = 1, 4 do
-  redis.call('SADD', D .. DK.block .. i .. ':' .. string.sub(simhash, 4 * i - 3, 4 * i), simhash)
+if mode == 1 or mode == 2 then
+  for n = 1, #blocks do
+    local i = tonumber(string.sub(blocks, n, n))
+    local key, field = block_of(i)
+    local entry = simhash
+    if i == 0 then
+      entry = simhash .. ref
+    end
+    redis.call('HSET', key, field, (redis.call('HGET', key, field) or '') .. entry)
+  end
 end
-redis.call('HSETNX', D .. DK.simhash_url, simhash, string.match(here, '^([^\t]*)'))
-return {'', '', -1}
+return finish('', '', '', -1, '', '')

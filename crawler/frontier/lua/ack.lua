@@ -1,3 +1,4 @@
+#!lua
 -- Complete leases: apply each one's outcome (done, requeue or dead letter)
 -- and give the host its next allowed time. Idempotent: a lease that is no
 -- longer held (acked before, or expired and handed to another worker)
@@ -8,16 +9,19 @@
 -- ARGV[8]: sleep horizon (ms); ARGV[9]: grouped (1: politeness groups, see
 -- common.lua: the group's clock is set from the politeness delay and floor of
 -- the fetch, its longest-waiting host is ready next, and this one queues
--- behind the others)
+-- behind the others); ARGV[10]: priority levels; ARGV[11]: URL records per
+-- bucket (linear hashing)
 -- then 9 values per lease: member, next_allowed_ms (0: the request never
 --   reached the host, which may be contacted again at once), completed_ms,
 --   action (0 done, 1 requeue, 2 dead letter), not_before_ms, blob ('' = keep
 --   the stored request), host signal (0 ok, 1 throttled, 2 failed, 3 neutral,
 --   4 silent: failed in a way that parks the host at once, 5 robots.txt
 --   decision missing for the request's origin: the host's robots.txt is
---   fetched first again), dead-letter info ("error\tmessage"), URL metadata
---   field ('' = none: a dead letter's URL is then marked dead in the URL
---   metadata store; its record layout is URLMETA, see crawler/schema.py).
+--   fetched first again), dead-letter info ("error\tmessage"), URL key ('' =
+--   none: a dead letter's URL is then marked dead in its URL record, made if
+--   there is none; its layout is URLREC, see crawler/schema.py).
+-- A dead letter keeps its request: the stored entry, a revisit ("@<URL key>")
+-- resolved to "#" and its record; its number is a new lease number.
 -- next_allowed_ms is the politeness policy's answer; the host's floor
 -- (P..'hostdelay', ms, set by robots.txt Crawl-delay), its throttle level
 -- (429/503), its consecutive failures and the lease's not_before can only
@@ -42,15 +46,17 @@ local park_base = tonumber(ARGV[6])
 local park_max = tonumber(ARGV[7])
 local horizon = tonumber(ARGV[8])
 local grouped = ARGV[9] == '1'
+local levels = tonumber(ARGV[10])
+local records = urls_open(P, tonumber(ARGV[11]))
 local leases = KEYS[1]
-local reqs = P .. K.requests
+local leased = P .. K.leased
 local throttles = P .. K.host_throttle
 local failures_of = P .. K.host_failures
 local PER = 1000  -- leases per chunk: each read below is one unpack
 local DEAD_BATCH = 1000  -- queued requests a robots.txt lease given up on dead-letters
 local acked, stale, requeued, dead, parked = 0, 0, 0, 0, 0
 local once = {}  -- members completed by this call: a repeat is stale
-local forget = batch('HDEL', reqs)
+local forget = batch('HDEL', leased)
 local recovered = batch('HDEL', failures_of)
 local unparked = batch('SREM', P .. K.parked)
 local next_ready = batch('ZADD', P .. K.ready)
@@ -61,7 +67,23 @@ local function park(host, at, completed, failures)
   return math.max(at, completed + math.min(park_max, park_base * 2 ^ (failures - park_after)))
 end
 
-local function complete(i, id, level, host, floor, throttled)
+-- A queue entry as a dead letter keeps it: a revisit resolved to its record.
+local function resolved(entry)
+  if entry and string.byte(entry, 1) == 64 then
+    local key = string.sub(entry, 2)
+    local record = redis.call('HGET', lh_key(records, low24(key)), key)
+    return record and ('#' .. record) or ''
+  end
+  return entry or ''
+end
+
+local function dead_letter(host, level, entry, info)
+  local id = fmt(redis.call('INCR', P .. K.lease_sequence))
+  redis.call('HSET', P .. K.dead, id, resolved(entry))
+  redis.call('HSET', P .. K.dead_info, id, host .. '\t' .. level .. '\t' .. now .. '\t' .. info)
+end
+
+local function complete(i, leaseno, id, level, host, floor, throttled)
   local completed = tonumber(ARGV[i + 2])
   local action = tonumber(ARGV[i + 3])
   local blob = ARGV[i + 5]
@@ -78,20 +100,17 @@ local function complete(i, id, level, host, floor, throttled)
     -- too often, an undecodable request): then the host's queued requests go
     -- to the dead letters, DEAD_BATCH at most per lease.
     if action == 2 then
-      local queue = P .. K.queue .. host
-      local entries = redis.call('ZRANGE', queue, 0, DEAD_BATCH - 1, 'WITHSCORES')
-      local gone = batch('ZREM', queue)
-      local when = '\t' .. now .. '\t' .. ARGV[i + 7]
-      for j = 1, #entries, 2 do
-        local queued_id = entries[j]
-        push1(gone, queued_id)
-        redis.call('HSET', P .. K.dead, queued_id, redis.call('HGET', reqs, queued_id) or '')
-        redis.call('HSET', P .. K.dead_info, queued_id,
-                   host .. '\t' .. math.floor(tonumber(entries[j + 1]) / SCALE) .. when)
-        push1(forget, queued_id)
+      local n = 0
+      for l = 0, levels - 1 do
+        while n < DEAD_BATCH do
+          local entry = redis.call('RPOP', back_key(P, host, l))
+          if not entry then
+            break
+          end
+          dead_letter(host, l, entry, ARGV[i + 7])
+          n = n + 1
+        end
       end
-      flush(gone)
-      local n = #entries / 2
       if n > 0 then
         redis.call('DECRBY', P .. K.queued, n)
         redis.call('HINCRBY', P .. K.host_quality, host .. '|n', n)
@@ -125,47 +144,51 @@ local function complete(i, id, level, host, floor, throttled)
     push1(unparked, host)
   end
   at = math.max(at, tonumber(ARGV[i + 4]))
+  local entry = nil
+  if id ~= ROBOTS_ID then
+    entry = redis.call('HGET', leased, leaseno)
+    push1(forget, leaseno)
+  end
   if action == 1 then
     if blob ~= '' then
-      redis.call('HSET', reqs, id, blob)
+      entry = blob
     end
-    redis.call('ZADD', P .. K.queue .. host, fmt(level * SCALE + tonumber(id)), id)
-    redis.call('INCR', P .. K.queued)
-    requeued = requeued + 1
+    if entry then
+      redis.call('RPUSH', back_key(P, host, level), entry)
+      redis.call('INCR', P .. K.queued)
+      requeued = requeued + 1
+    end
   elseif action == 2 then
-    if blob == '' then
-      blob = redis.call('HGET', reqs, id) or ''
+    if blob ~= '' then
+      entry = blob
     end
-    redis.call('HDEL', reqs, id)
-    redis.call('HSET', P .. K.dead, id, blob)
-    redis.call('HSET', P .. K.dead_info, id, host .. '\t' .. level .. '\t' .. now .. '\t' .. ARGV[i + 7])
+    dead_letter(host, level, entry, ARGV[i + 7])
     dead = dead + 1
     -- A fetch given up on: an error in the host's quality counters.
     redis.call('HINCRBY', P .. K.host_quality, host .. '|n', 1)
     redis.call('HINCRBY', P .. K.host_quality, host .. '|e', 1)
-    local field = ARGV[i + 8]
-    if field ~= '' then
-      local metadata = P .. K.urlmeta .. host
-      local old = redis.call('HGET', metadata, field)
+    local key = ARGV[i + 8]
+    if key ~= '' then
+      local bucket = lh_key(records, low24(key))
+      local old = redis.call('HGET', bucket, key)
       local record
       if old then
-        record = cmsgpack.unpack(old)
+        record = record_unpack(old)
       else
-        record = urlmeta_empty()
+        record = record_empty()
+        records.added = records.added + 1
       end
-      record[URLMETA.state] = URL_STATE.DEAD
-      record[URLMETA.fetched_at] = math.floor(now / 1000)
-      redis.call('HSET', metadata, field, cmsgpack.pack(record))
+      record[URLREC.state] = URL_STATE.DEAD
+      record[URLREC.fetched_at] = math.floor(now / 1000)
+      redis.call('HSET', bucket, key, record_pack(record))
     end
-  elseif id ~= ROBOTS_ID then
-    push1(forget, id)
   end
   local waiter = false
   local group = host
   if grouped then
     group, waiter = free_group(P, host, polite_at)
   end
-  if redis.call('ZCARD', P .. K.queue .. host) == 0 then
+  if back_empty(P, host, levels) then
     redis.call('SREM', P .. K.active, host)
     push1(unparked, host)
     redis.call('ZADD', P .. K.cool, fmt(at), host)
@@ -179,7 +202,7 @@ local function complete(i, id, level, host, floor, throttled)
   end
 end
 
-for start = 10, #ARGV, 9 * PER do
+for start = 12, #ARGV, 9 * PER do
   local last = math.min(#ARGV, start + 9 * PER - 1)
   -- Which of these leases are still held (ZMSCORE), then their hosts' floors and throttles.
   local members = {'ZMSCORE', leases}
@@ -197,7 +220,7 @@ for start = 10, #ARGV, 9 * PER do
       push1(release, member)
       local leaseno, level, id, host = parse_member(member)
       if leaseno then
-        held[#held + 1] = {index, id, level, host}
+        held[#held + 1] = {index, leaseno, id, level, host}
         hosts[#hosts + 1] = host
       else
         acked = acked + 1  -- held but unreadable: forgotten
@@ -211,7 +234,7 @@ for start = 10, #ARGV, 9 * PER do
     local floor_of = redis.call('HMGET', P .. K.host_delay, unpack(hosts))
     local throttled_of = redis.call('HMGET', throttles, unpack(hosts))
     for n, lease in ipairs(held) do
-      complete(lease[1], lease[2], lease[3], lease[4], floor_of[n], throttled_of[n])
+      complete(lease[1], lease[2], lease[3], lease[4], lease[5], floor_of[n], throttled_of[n])
       acked = acked + 1
     end
   end
@@ -220,4 +243,5 @@ flush(forget)
 flush(recovered)
 flush(unparked)
 flush(next_ready)
+lh_close(records)
 return {acked, stale, requeued, dead, parked}

@@ -1,11 +1,15 @@
+#!lua
 -- Expire leases, wake sleeping hosts, open hosts as the claim needs them, and
 -- claim URLs of ready hosts under a lease: one URL per host, one lease per URL.
 -- KEYS[1]: the shard's lease set (anchors the script to the shard's slot)
 -- ARGV: P, now_ms, max_claim, lease_until_ms, max_awake, refill_limit,
 --       expire_limit, sleep_horizon_ms, robots_first (1: a host's robots.txt
 --       decision must exist before its pages are handed out), grouped (1:
---       politeness groups, see common.lua), then the front-queue weights,
---       highest priority first.
+--       politeness groups, see common.lua), URL records per bucket (linear
+--       hashing), then the front-queue weights, highest priority first.
+-- A queue entry is a stored request, or "@<URL key>": a revisit, whose
+-- request is built from the URL's record; it is handed out as "#" followed
+-- by the record (a revisit whose record is gone counts as missing).
 -- Returns {claimed (flat member, blob pairs), expired, moved, next_ready_ms,
 --          next_lease_expiry_ms, queued, leased, missing, opened, woken}.
 local P = ARGV[1]
@@ -18,15 +22,17 @@ local expire_limit = tonumber(ARGV[7])
 local horizon = tonumber(ARGV[8])
 local robots_first = ARGV[9] == '1'
 local grouped = ARGV[10] == '1'
+local records = urls_open(P, tonumber(ARGV[11]))
 local weights = {}
 local total_weight = 0
-for i = 11, #ARGV do
+for i = 12, #ARGV do
   weights[#weights + 1] = tonumber(ARGV[i])
   total_weight = total_weight + tonumber(ARGV[i])
 end
 local levels = #weights
 
 local leases = KEYS[1]
+local leased = P .. K.leased
 local ready = P .. K.ready
 local active = P .. K.active
 local cool = P .. K.cool
@@ -38,7 +44,12 @@ for _, member in ipairs(expired) do
   redis.call('ZREM', leases, member)
   local leaseno, level, id, host = parse_member(member)
   if leaseno then
-    requeue(P, host, level, id, now, grouped)
+    local entry = nil
+    if id ~= ROBOTS_ID then
+      entry = redis.call('HGET', leased, leaseno)
+      redis.call('HDEL', leased, leaseno)
+    end
+    requeue(P, host, level, entry, now, grouped)
   end
 end
 
@@ -137,19 +148,9 @@ while moved < refill_limit do
   if not entry then
     break
   end
-  -- "<host> <id> <request>" (from enqueue) or "<host> <id>" (the request is
-  -- already in the request hash: drained revisits, revived dead letters).
+  -- "<host> <entry>": the entry joins the tail of its host's back queue.
   local host = host_of_entry(entry)
-  local space = #host + 1
-  local second = string.find(entry, ' ', space + 1, true)
-  local id
-  if second then
-    id = string.sub(entry, space + 1, second - 1)
-    redis.call('HSET', P .. K.requests, id, string.sub(entry, second + 1))
-  else
-    id = string.sub(entry, space + 1)
-  end
-  redis.call('ZADD', P .. K.queue .. host, fmt(level * SCALE + tonumber(id)), id)
+  redis.call('LPUSH', back_key(P, host, level), string.sub(entry, #host + 2))
   if redis.call('SADD', active, host) == 1 then
     -- A host new to the active set: ready at once, unless it still rests
     -- from its last fetch (then ready later, or asleep beyond the horizon).
@@ -174,16 +175,14 @@ end
 
 -- 4. Claim: hosts whose time has come, earliest first, one URL each. A host
 -- without a valid robots.txt decision (robots_first) is handed out as a
--- robots.txt lease instead: id 0, its first queued request's blob (for the
--- origin), the request left at the head of its queue. Each host's first
--- queued id is popped (or peeked), then all their requests are read with one
--- HMGET; a host whose id has no request (corrupt entry) pops its next one.
--- The hosts leave the ready heap and the leases are written in one command each.
+-- robots.txt lease instead: id 0, its first queued request (for the origin),
+-- the request left at the head of its queue. A revisit entry is handed out
+-- as its URL record; one whose record is gone is dropped (missing). The hosts
+-- leave the ready heap and the leases are written in one command each.
 local claimed = {}
 local missing = 0
 local taken = 0
 if max_claim > 0 then
-  -- (At most CHUNK hosts a call: the HMGET below is one unpack.)
   local hosts = redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0, math.min(max_claim, CHUNK - 2))
   local group_of_host = {}
   if grouped and #hosts > 0 then
@@ -196,16 +195,16 @@ if max_claim > 0 then
     end
     local busy = redis.call('HMGET', P .. K.group_busy, unpack(groups))
     local next_of = redis.call('HMGET', P .. K.group_next, unpack(groups))
-    local eligible, taken = {}, {}
+    local eligible, taken_group = {}, {}
     for index, host in ipairs(hosts) do
       local group = groups[index]
-      if busy[index] or taken[group] then
+      if busy[index] or taken_group[group] then
         redis.call('ZREM', ready, host)
         redis.call('ZADD', P .. K.group_wait .. group, now, host)
       elseif next_of[index] and tonumber(next_of[index]) > now then
         redis.call('ZADD', ready, next_of[index], host)
       else
-        taken[group] = true
+        taken_group[group] = true
         group_of_host[host] = group
         eligible[#eligible + 1] = host
       end
@@ -217,24 +216,7 @@ if max_claim > 0 then
     local first_lease = redis.call('INCRBY', P .. K.lease_sequence, #hosts) - #hosts
     local unready = batch('ZREM', ready)
     local new_leases = batch('ZADD', leases)
-    local reqs = P .. K.requests
-    local queue_of = function(host) return P .. K.queue .. host end
-    -- A host's first queued id and its level (nil when its back queue is empty).
-    local function pop(host)
-      local popped = redis.call('ZPOPMIN', queue_of(host))
-      if #popped == 0 then
-        return nil
-      end
-      taken = taken + 1
-      return popped[1], math.floor(tonumber(popped[2]) / SCALE)
-    end
-    local function peek(host)
-      local first = redis.call('ZRANGE', queue_of(host), 0, 0, 'WITHSCORES')
-      if #first == 0 then
-        return nil
-      end
-      return first[1], math.floor(tonumber(first[2]) / SCALE)
-    end
+    local held = batch('HSET', leased)
     local robots_due = {}
     if robots_first then
       local until_of = redis.call('HMGET', P .. K.host_robots, unpack(hosts))
@@ -242,61 +224,53 @@ if max_claim > 0 then
         robots_due[index] = not until_of[index] or tonumber(until_of[index]) <= now
       end
     end
-    local ids, levels_of = {}, {}
-    local lookup = {'HMGET', reqs}
     for index, host in ipairs(hosts) do
       push1(unready, host)
-      local id, level
-      if robots_due[index] then
-        id, level = peek(host)
-      else
-        id, level = pop(host)
-      end
-      if id then
-        ids[index] = id
-        levels_of[index] = level
-        lookup[#lookup + 1] = id
-      end
-    end
-    local blobs = {}
-    if #lookup > 2 then
-      blobs = redis.call(unpack(lookup))
-    end
-    local found = 0
-    for index, host in ipairs(hosts) do
-      local id, level, blob = ids[index], levels_of[index], nil
-      if id then
-        found = found + 1
-        blob = blobs[found]
-        while not blob do
-          missing = missing + 1
-          if robots_due[index] then
-            redis.call('ZREM', queue_of(host), id)
-            redis.call('DECR', P .. K.queued)
-            id, level = peek(host)
-          else
-            id, level = pop(host)
+      local entry, level, blob
+      while true do
+        if robots_due[index] then
+          entry, level = back_peek(P, host, levels)
+        else
+          entry, level = back_pop(P, host, levels)
+          if entry then
+            taken = taken + 1
           end
-          if not id then
-            break
-          end
-          blob = redis.call('HGET', reqs, id)
+        end
+        if not entry then
+          break
+        end
+        blob = entry
+        if string.byte(entry, 1) == 64 then  -- '@': a revisit of a URL record
+          local key = string.sub(entry, 2)
+          local record = redis.call('HGET', lh_key(records, low24(key)), key)
+          blob = record and ('#' .. record) or nil
+        end
+        if blob then
+          break
+        end
+        missing = missing + 1
+        if robots_due[index] then
+          redis.call('RPOP', back_key(P, host, level))
+          taken = taken + 1
         end
       end
       if blob then
         if grouped then
           redis.call('HSET', P .. K.group_busy, group_of_host[host], host)
         end
-        local leased_id = id
+        local leaseno = fmt(first_lease + index)
+        local leased_id = leaseno
         if robots_due[index] then
           leased_id = ROBOTS_ID
+        else
+          push2(held, leaseno, entry)
         end
-        local member = fmt(first_lease + index) .. ' ' .. level .. ' ' .. leased_id .. ' ' .. host
+        local member = leaseno .. ' ' .. level .. ' ' .. leased_id .. ' ' .. host
         push2(new_leases, lease_until, member)
         claimed[#claimed + 1] = member
         claimed[#claimed + 1] = blob
       else
-        -- The back queue ran dry (only corrupt entries): the host leaves.
+        -- The back queue ran dry (only missing revisits): the host leaves.
         redis.call('SREM', active, host)
         if grouped then
           free_group(P, host, now)
@@ -304,6 +278,7 @@ if max_claim > 0 then
       end
     end
     flush(unready)
+    flush(held)
     flush(new_leases)
   end
 end

@@ -1,14 +1,13 @@
--- Shared helpers, prepended to every frontier script.
+-- Shared helpers, prepended to every frontier script (after the prelude).
 -- Key layout (see crawler/frontier/keys.py): every key starts with the shard
 -- prefix P, which carries the shard's hash tag.
--- A back-queue score is level * SCALE + id: lower level first, FIFO inside a level.
-local SCALE = 10000000000000
 
 local function fmt(n)
   return string.format('%.0f', n)
 end
 
--- A lease member is "<leaseno> <level> <id> <host>".
+-- A lease member is "<leaseno> <level> <id> <host>": id is the lease number
+-- itself, or ROBOTS_ID for a robots.txt lease.
 local function parse_member(member)
   local leaseno, level, id, host = string.match(member, '^(%d+) (%d+) (%d+) (%S+)$')
   if not leaseno then
@@ -18,83 +17,8 @@ local function parse_member(member)
 end
 
 -- The request id of a robots.txt lease: the host's robots.txt, fetched before
--- its pages (request ids start at 1). Its request stays queued meanwhile.
+-- its pages (lease numbers start at 1). Its request stays queued meanwhile.
 local ROBOTS_ID = '0'
-
--- Politeness groups (FRONTIER_POLITENESS_KEY "domain" or "ip"): the hosts of
--- a group share one clock (P..'gnext': group -> next allowed ms) and one
--- request in flight (P..'gbusy': group -> the host in flight). A ready host
--- whose group is busy waits in P..'gwait:<group>' (a queue of hosts by the
--- time they started waiting) until the group's request ends. P..'group'
--- maps a host to its group (written at enqueue); a host without one is a
--- group of its own.
-local function group_of(P, host)
-  return redis.call('HGET', P .. K.group, host) or host
-end
-
--- The group's request ended: the group may be contacted again at `at`, and
--- the host that waited longest for it is ready then (it goes first).
--- Returns the group and whether a waiting host was made ready.
-local function free_group(P, host, at)
-  local group = group_of(P, host)
-  redis.call('HDEL', P .. K.group_busy, group)
-  local known = redis.call('HGET', P .. K.group_next, group)
-  if not known or tonumber(known) < at then
-    redis.call('HSET', P .. K.group_next, group, fmt(at))
-  end
-  local waiting = redis.call('ZPOPMIN', P .. K.group_wait .. group)
-  if #waiting > 0 then
-    redis.call('ZADD', P .. K.ready, fmt(at), waiting[1])
-  end
-  return group, #waiting > 0
-end
-
--- Put a leased request back at the head of its level in its host's back queue
--- and make the host ready at `at` (the host kept its back queue while in flight).
-local function requeue(P, host, level, id, at, grouped)
-  if id ~= ROBOTS_ID then
-    redis.call('ZADD', P .. K.queue .. host, fmt(level * SCALE + tonumber(id)), id)
-    redis.call('INCR', P .. K.queued)
-  end
-  redis.call('SADD', P .. K.active, host)
-  redis.call('ZADD', P .. K.ready, 'NX', at, host)
-  if grouped then
-    free_group(P, host, tonumber(at))
-  end
-end
-
--- The in-link sketch (P .. K.inlinks): a counting Bloom filter of saturating
--- 8-bit cells, one BITFIELD string. A URL's cells are its first four Bloom
--- positions (little-endian uint32) modulo the number of cells; its estimate
--- is the smallest of them (never below the true count, above it only where
--- every cell collides). The enqueue script gets these cells ready-made from
--- the worker (RedisFrontier._build computes the same '#<cell>' offsets).
-local function inlink_cells(positions, cells)
-  local count = math.min(4, math.floor(#positions / 4))
-  local out = {}
-  for j = 1, count do
-    out[j] = struct.unpack('<I4', positions, (j - 1) * 4 + 1) % cells
-  end
-  return out
-end
-
-local function inlink_estimate(key, positions, cells)
-  local args = {'BITFIELD_RO', key}
-  for _, cell in ipairs(inlink_cells(positions, cells)) do
-    args[#args + 1] = 'GET'
-    args[#args + 1] = 'u8'
-    args[#args + 1] = '#' .. cell
-  end
-  if #args == 2 then
-    return 0
-  end
-  local values = redis.call(unpack(args))
-  local low = values[1]
-  for j = 2, #values do
-    low = math.min(low, values[j])
-  end
-  return low
-end
 
 -- A command sent once for many values: its head (command and fixed
 -- arguments), then values pushed one, two or four at a time; it is sent when
@@ -143,4 +67,394 @@ local function push4(b, w, x, y, z)
   if b.n >= CHUNK then
     flush(b)
   end
+end
+
+-- Back queues: one list per host and level, P..K.queue..'<host>:<level>';
+-- entries enter at the left (LPUSH) and leave at the right (RPOP): FIFO; a
+-- request given back returns to the right (the head). A host's queue is empty
+-- when none of its level lists exists.
+local function back_key(P, host, level)
+  return P .. K.queue .. host .. ':' .. level
+end
+
+local function back_pop(P, host, levels)
+  for level = 0, levels - 1 do
+    local entry = redis.call('RPOP', back_key(P, host, level))
+    if entry then
+      return entry, level
+    end
+  end
+  return nil, nil
+end
+
+local function back_peek(P, host, levels)
+  for level = 0, levels - 1 do
+    local entry = redis.call('LINDEX', back_key(P, host, level), -1)
+    if entry then
+      return entry, level
+    end
+  end
+  return nil, nil
+end
+
+local function back_empty(P, host, levels)
+  local args = {'EXISTS'}
+  for level = 0, levels - 1 do
+    args[#args + 1] = back_key(P, host, level)
+  end
+  return redis.call(unpack(args)) == 0
+end
+
+-- Politeness groups (FRONTIER_POLITENESS_KEY "domain" or "ip"): the hosts of
+-- a group share one clock (P..'gnext': group -> next allowed ms) and one
+-- request in flight (P..'gbusy': group -> the host in flight). A ready host
+-- whose group is busy waits in P..'gwait:<group>' (a queue of hosts by the
+-- time they started waiting) until the group's request ends. P..'group'
+-- maps a host to its group (written at enqueue); a host without one is a
+-- group of its own.
+local function group_of(P, host)
+  return redis.call('HGET', P .. K.group, host) or host
+end
+
+-- The group's request ended: the group may be contacted again at `at`, and
+-- the host that waited longest for it is ready then (it goes first).
+-- Returns the group and whether a waiting host was made ready.
+local function free_group(P, host, at)
+  local group = group_of(P, host)
+  redis.call('HDEL', P .. K.group_busy, group)
+  local known = redis.call('HGET', P .. K.group_next, group)
+  if not known or tonumber(known) < at then
+    redis.call('HSET', P .. K.group_next, group, fmt(at))
+  end
+  local waiting = redis.call('ZPOPMIN', P .. K.group_wait .. group)
+  if #waiting > 0 then
+    redis.call('ZADD', P .. K.ready, fmt(at), waiting[1])
+  end
+  return group, #waiting > 0
+end
+
+-- Put a leased entry back at the head of its level in its host's back queue
+-- (nil for a robots.txt lease, whose request never left the queue) and make
+-- the host ready at `at` (the host kept its back queue while in flight).
+local function requeue(P, host, level, entry, at, grouped)
+  if entry then
+    redis.call('RPUSH', back_key(P, host, level), entry)
+    redis.call('INCR', P .. K.queued)
+  end
+  redis.call('SADD', P .. K.active, host)
+  redis.call('ZADD', P .. K.ready, 'NX', at, host)
+  if grouped then
+    free_group(P, host, tonumber(at))
+  end
+end
+
+-- The in-link sketch (P .. K.inlinks): a counting Bloom filter of saturating
+-- 8-bit cells, one BITFIELD string. A URL's cells are its first four Bloom
+-- positions (little-endian uint32) modulo the number of cells; its estimate
+-- is the smallest of them (never below the true count, above it only where
+-- every cell collides). The enqueue script gets these cells ready-made from
+-- the worker (StepCommands computes the same '#<cell>' offsets).
+local function inlink_cells(positions, cells)
+  local count = math.min(4, math.floor(#positions / 4))
+  local out = {}
+  for j = 1, count do
+    out[j] = struct.unpack('<I4', positions, (j - 1) * 4 + 1) % cells
+  end
+  return out
+end
+
+local function inlink_estimate(key, positions, cells)
+  local args = {'BITFIELD_RO', key}
+  for _, cell in ipairs(inlink_cells(positions, cells)) do
+    args[#args + 1] = 'GET'
+    args[#args + 1] = 'u8'
+    args[#args + 1] = '#' .. cell
+  end
+  if #args == 2 then
+    return 0
+  end
+  local values = redis.call(unpack(args))
+  local low = values[1]
+  for j = 2, #values do
+    low = math.min(low, values[j])
+  end
+  return low
+end
+
+-- Linear hashing (Litwin, 1980): a structure that grows one small key at a
+-- time, so each key stays in Redis' compact encodings (an intset, a
+-- listpack) whatever the crawl's size. Its state, P..K.lh..name, is
+-- "L s n": 2^L + s buckets (bucket b is key base..b), n entries. An entry's
+-- hash h is the low 24 bits of its 64-bit key; it lives in bucket h mod 2^L,
+-- or h mod 2^(L+1) when that is below the split pointer s. When n passes
+-- `load` entries per bucket, bucket s is split: its entries with bit L of h
+-- set move to bucket s + 2^L. Python finds a bucket the same way
+-- (crawler/frontier/lh.py).
+local LH_MOD = 16777216
+
+-- The low 24 bits of a signed 64-bit integer written in decimal (two's
+-- complement), exactly: |x| = high * 10^9 + low and 10^9 mod 2^24 = 10144256.
+local function low24(decimal)
+  local digits = decimal
+  local negative = string.byte(decimal, 1) == 45
+  if negative then
+    digits = string.sub(decimal, 2)
+  end
+  local n = #digits
+  local low = tonumber(string.sub(digits, math.max(1, n - 8)))
+  local high = 0
+  if n > 9 then
+    high = tonumber(string.sub(digits, 1, n - 9))
+  end
+  local r = ((high % LH_MOD) * 10144256 + low) % LH_MOD
+  if negative and r ~= 0 then
+    r = LH_MOD - r
+  end
+  return r
+end
+
+local function lh_open(P, name, base, kind, load)
+  local raw = redis.call('GET', P .. K.lh .. name)
+  local L, s, n = 0, 0, 0
+  if raw then
+    local a, b, c = string.match(raw, '^(%d+) (%d+) (%d+)$')
+    L, s, n = tonumber(a), tonumber(b), tonumber(c)
+  end
+  return {state = P .. K.lh .. name, base = base, kind = kind, load = math.max(1, load), L = L, s = s, n = n,
+          added = 0}
+end
+
+local function lh_key(lh, h)
+  local size = 2 ^ lh.L
+  local b = h % size
+  if b < lh.s then
+    b = h % (2 * size)
+  end
+  return lh.base .. fmt(b)
+end
+
+-- Count `count` new entries; split while over the load; save the state.
+-- Called once at the end of a script (its lookups used the state it read).
+local function lh_close(lh)
+  if lh.added == 0 then
+    return
+  end
+  lh.n = lh.n + lh.added
+  lh.added = 0
+  while lh.n > lh.load * (2 ^ lh.L + lh.s) and lh.L < 24 do
+    local size = 2 ^ lh.L
+    local from = lh.base .. fmt(lh.s)
+    local to = lh.base .. fmt(lh.s + size)
+    if lh.kind == 'hash' then
+      local entries = redis.call('HGETALL', from)
+      local moving, gone = batch('HSET', to), batch('HDEL', from)
+      for i = 1, #entries, 2 do
+        if low24(entries[i]) % (2 * size) ~= lh.s then
+          push2(moving, entries[i], entries[i + 1])
+          push1(gone, entries[i])
+        end
+      end
+      flush(moving)
+      flush(gone)
+    else
+      local members = redis.call('SMEMBERS', from)
+      local moving, gone = batch('SADD', to), batch('SREM', from)
+      for _, member in ipairs(members) do
+        if low24(member) % (2 * size) ~= lh.s then
+          push1(moving, member)
+          push1(gone, member)
+        end
+      end
+      flush(moving)
+      flush(gone)
+    end
+    lh.s = lh.s + 1
+    if lh.s == size then
+      lh.L = lh.L + 1
+      lh.s = 0
+    end
+  end
+  redis.call('SET', lh.state, lh.L .. ' ' .. lh.s .. ' ' .. fmt(lh.n))
+end
+
+-- URL records (crawler/metadata/record.py): a binary head (URLREC_FORMAT),
+-- the ETag, then the URL after its scheme, in the buckets P..K.urls (linear
+-- hashing 'url'). A record's host is the first host_len bytes of its tail.
+local function urls_open(P, load)
+  return lh_open(P, 'url', P .. K.urls, 'hash', load)
+end
+
+local function record_unpack(packed)
+  local r = {struct.unpack(URLREC_FORMAT, packed)}
+  local pos = r[#r]
+  r[#r] = nil
+  local etag_len = r[URLREC.etag_len]
+  r.etag = string.sub(packed, pos, pos + etag_len - 1)
+  r.tail = string.sub(packed, pos + etag_len)
+  return r
+end
+
+local function record_pack(r)
+  r[URLREC.etag_len] = #r.etag
+  return struct.pack(URLREC_FORMAT, unpack(r, 1, URLREC_COUNT)) .. r.etag .. r.tail
+end
+
+local function record_host(r)
+  return string.sub(r.tail, 1, r[URLREC.host_len])
+end
+
+local function record_has(r, flag)
+  return math.floor(r[URLREC.flags] / flag) % 2 == 1
+end
+
+-- A record for a URL key the store has none of: every field at its default.
+local function record_empty()
+  local r = {}
+  for i = 1, URLREC_COUNT do
+    r[i] = 0
+  end
+  r[URLREC.version] = URLREC_VERSION
+  r[URLREC.digest] = '\0\0\0\0'
+  r[URLREC.simhash] = '\0\0\0\0\0\0\0\0'
+  r.etag = ''
+  r.tail = ''
+  return r
+end
+
+-- The recrawl schedule: URL keys by due time (crawl-clock seconds) in small
+-- sorted sets (P..K.due_bucket..n), each holding a range of times; the index
+-- P..K.due maps each bucket to the lowest time it may hold. Every entry of a
+-- bucket is at or above its bound and below the next bucket's; a bucket over
+-- `max` entries is split in two at a time boundary; an empty one is removed.
+-- The earliest due URLs are at the start of the first bucket.
+local function due_find(P, t)
+  local found = redis.call('ZREVRANGEBYSCORE', P .. K.due, t, '-inf', 'LIMIT', 0, 1)
+  if #found > 0 then
+    return found[1]
+  end
+  found = redis.call('ZRANGE', P .. K.due, 0, 0)
+  return found[1]
+end
+
+local function due_take(P, b, key)
+  local bucket = P .. K.due_bucket .. b
+  if redis.call('ZREM', bucket, key) == 0 then
+    return false
+  end
+  redis.call('DECR', P .. K.due_count)
+  if redis.call('EXISTS', bucket) == 0 then
+    redis.call('ZREM', P .. K.due, b)
+  end
+  return true
+end
+
+-- An entry of time t is in the bucket due_find gives, or (after a split
+-- among equal times, which leaves the upper half in a bucket of the same
+-- bound) in one whose bound is t: the buckets from the highest bound <= t
+-- down to the first bound below t.
+local function due_remove(P, key, t)
+  local offset = 0
+  local found
+  repeat
+    found = redis.call('ZREVRANGEBYSCORE', P .. K.due, t, '-inf', 'WITHSCORES', 'LIMIT', offset, 8)
+    for i = 1, #found, 2 do
+      if due_take(P, found[i], key) then
+        return true
+      end
+      if tonumber(found[i + 1]) < t then
+        return false
+      end
+    end
+    offset = offset + 8
+  until #found < 16
+  if offset == 8 and #found == 0 then
+    local first = redis.call('ZRANGE', P .. K.due, 0, 0)
+    return first[1] ~= nil and due_take(P, first[1], key)
+  end
+  return false
+end
+
+-- A bucket that passes max entries is split in two by rank (its upper half
+-- moves to a new bucket whose bound is the half's first time), so a bucket
+-- never holds more than max + 1 entries, equal times included.
+local function due_insert(P, key, t, max)
+  local b = due_find(P, t)
+  if not b then
+    b = tostring(redis.call('INCR', P .. K.due_sequence))
+    redis.call('ZADD', P .. K.due, t, b)
+  elseif tonumber(redis.call('ZSCORE', P .. K.due, b)) > t then
+    redis.call('ZADD', P .. K.due, t, b)  -- below every bucket: the first one reaches down to t
+  end
+  local bucket = P .. K.due_bucket .. b
+  if redis.call('ZADD', bucket, t, key) == 1 then
+    redis.call('INCR', P .. K.due_count)
+  end
+  local n = redis.call('ZCARD', bucket)
+  if n <= max then
+    return
+  end
+  local half = math.floor(n / 2)
+  local moving = redis.call('ZRANGE', bucket, half, -1, 'WITHSCORES')
+  local fresh = tostring(redis.call('INCR', P .. K.due_sequence))
+  local add = batch('ZADD', P .. K.due_bucket .. fresh)
+  for i = 1, #moving, 2 do
+    push2(add, moving[i + 1], moving[i])
+  end
+  flush(add)
+  redis.call('ZREMRANGEBYRANK', bucket, half, -1)
+  redis.call('ZADD', P .. K.due, moving[2], fresh)
+end
+
+-- The decimal form of a signed 64-bit big-endian integer given as 8 bytes
+-- (a URL key as the duplicate index stores it), exactly: 16-bit limbs.
+local function int64_decimal(b)
+  local limbs = {}
+  for i = 0, 3 do
+    limbs[i + 1] = string.byte(b, 2 * i + 1) * 256 + string.byte(b, 2 * i + 2)
+  end
+  local negative = limbs[1] >= 32768
+  if negative then
+    local carry = 1
+    for i = 4, 1, -1 do
+      local v = 65535 - limbs[i] + carry
+      limbs[i] = v % 65536
+      carry = math.floor(v / 65536)
+    end
+  end
+  local groups = {}
+  repeat
+    local rem, zero = 0, true
+    for i = 1, 4 do
+      local cur = rem * 65536 + limbs[i]
+      limbs[i] = math.floor(cur / 10000)
+      rem = cur % 10000
+      if limbs[i] ~= 0 then
+        zero = false
+      end
+    end
+    table.insert(groups, 1, rem)
+  until zero
+  local out = tostring(groups[1])
+  for i = 2, #groups do
+    out = out .. string.format('%04d', groups[i])
+  end
+  if negative then
+    out = '-' .. out
+  end
+  return out
+end
+
+-- A record's URL, whole.
+local function record_url(r)
+  local tail = r.tail
+  if tail == '' then
+    return ''
+  end
+  if record_has(r, URLREC_FLAG.FLAG_HOST_APART) then
+    tail = string.sub(tail, r[URLREC.host_len] + 1)
+  end
+  if record_has(r, URLREC_FLAG.FLAG_HTTPS) then
+    return 'https://' .. tail
+  end
+  return 'http://' .. tail
 end

@@ -1,44 +1,99 @@
+#!lua
 -- Move due revisits into the frontier, oldest due first (whichever worker
--- has free slots calls this; no scan of all URLs: a range of the due set).
--- KEYS[1]: the shard's due set
--- ARGV[1]: P; ARGV[2]: now (crawl-clock ms); ARGV[3]: at most this many
+-- has free slots calls this; no scan of all URLs: the buckets of the recrawl
+-- schedule whose bound has passed, see common.lua).
+-- KEYS[1]: the shard's due index
+-- ARGV[1]: P; ARGV[2]: now (crawl-clock ms); ARGV[3]: at most this many;
+-- ARGV[4]: URL records per bucket (linear hashing)
 -- A revisit skips the seen set (its URL is known) and the page budgets (it
--- is not a new URL); it joins its host's back queue if the host has one,
--- else the front queue of its level, like any enqueued request.
--- Returns {moved, still due now, earliest due time (-1: none), size of the due set}.
+-- is not a new URL); it enters as "@<URL key>", a reference to its record,
+-- at the level its record gives: its host's back queue if the host has one,
+-- else the front queue of its level, like any enqueued request. A URL whose
+-- record is gone or dead is dropped.
+-- Returns {moved, still due now, earliest due time (ms, -1: none), URLs in the schedule}.
 local P = ARGV[1]
-local now = tonumber(ARGV[2])
+local now = math.floor(tonumber(ARGV[2]) / 1000)
 local limit = tonumber(ARGV[3])
-local due = KEYS[1]
-local requests = P .. K.due_requests
-local members = redis.call('ZRANGEBYSCORE', due, '-inf', now, 'LIMIT', 0, limit)
+local records = urls_open(P, tonumber(ARGV[4]))
+local index = KEYS[1]
 local moved = 0
-for _, member in ipairs(members) do
-  local value = redis.call('HGET', requests, member)
-  redis.call('ZREM', due, member)
-  redis.call('HDEL', requests, member)
-  if value then
-    local level, host, blob = string.match(value, '^(%d+) (%S+) (.*)$')
-    if level then
-      level = tonumber(level)
-      local id = redis.call('INCR', P .. K.sequence)
-      redis.call('HSET', P .. K.requests, id, blob)
-      if redis.call('SISMEMBER', P .. K.active, host) == 1 then
-        redis.call('ZADD', P .. K.queue .. host, fmt(level * SCALE + id), id)
-      else
-        redis.call('LPUSH', P .. K.front .. level, host .. ' ' .. id)
+
+-- Every bucket whose bound is <= now may hold due entries (buckets of equal
+-- bounds are not ordered among themselves: see due_insert in common.lua);
+-- none above. A bucket drained empty leaves the index.
+local function take(b)
+  local bucket = P .. K.due_bucket .. b
+  local keys = redis.call('ZRANGEBYSCORE', bucket, '-inf', now, 'LIMIT', 0, limit - moved)
+  if #keys > 0 then
+    for _, key in ipairs(keys) do
+      local packed = redis.call('HGET', lh_key(records, low24(key)), key)
+      if packed then
+        local record = record_unpack(packed)
+        if record[URLREC.state] ~= URL_STATE.DEAD then
+          local host, level = record_host(record), record[URLREC.level]
+          if redis.call('SISMEMBER', P .. K.active, host) == 1 then
+            redis.call('LPUSH', back_key(P, host, level), '@' .. key)
+          else
+            redis.call('LPUSH', P .. K.front .. level, host .. ' @' .. key)
+          end
+          moved = moved + 1
+        end
       end
-      moved = moved + 1
+    end
+    local gone = batch('ZREM', bucket)
+    for _, key in ipairs(keys) do
+      push1(gone, key)
+    end
+    flush(gone)
+    redis.call('DECRBY', P .. K.due_count, #keys)
+  end
+  if redis.call('EXISTS', bucket) == 0 then
+    redis.call('ZREM', index, b)
+    return false
+  end
+  return true
+end
+
+local offset = 0
+while moved < limit do
+  local buckets = redis.call('ZRANGEBYSCORE', index, '-inf', now, 'LIMIT', offset, 16)
+  if #buckets == 0 then
+    break
+  end
+  for _, b in ipairs(buckets) do
+    if moved >= limit then
+      break
+    end
+    if take(b) then
+      offset = offset + 1
     end
   end
 end
 if moved > 0 then
   redis.call('INCRBY', P .. K.queued, moved)
 end
-local remaining = redis.call('ZCOUNT', due, '-inf', now)
-local first = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
-local earliest = -1
-if first[2] then
-  earliest = tonumber(first[2])
+
+-- What is still due now (in the first buckets), and the earliest due time.
+local earliest, remaining = -1, 0
+local function head(b)
+  local bucket = P .. K.due_bucket .. b
+  local first = redis.call('ZRANGE', bucket, 0, 0, 'WITHSCORES')
+  if first[2] then
+    local t = tonumber(first[2])
+    if earliest < 0 or t < earliest then
+      earliest = t
+    end
+  end
+  return bucket
 end
-return {moved, remaining, fmt(earliest), redis.call('ZCARD', due)}
+for _, b in ipairs(redis.call('ZRANGEBYSCORE', index, '-inf', now, 'LIMIT', 0, 16)) do
+  remaining = remaining + redis.call('ZCOUNT', head(b), '-inf', now)
+end
+local above = redis.call('ZRANGEBYSCORE', index, '(' .. now, '+inf', 'LIMIT', 0, 1)
+if above[1] then
+  head(above[1])
+end
+if earliest >= 0 then
+  earliest = earliest * 1000
+end
+return {moved, remaining, fmt(earliest), tonumber(redis.call('GET', P .. K.due_count) or '0')}

@@ -1,59 +1,65 @@
--- Seen-check, budget-check and enqueue a batch of requests, atomically per request.
+#!lua
+-- Seen-check, budget-check, admit and enqueue a batch of requests, atomically per request.
 -- KEYS[1]: the shard's Bloom filter bitmap (anchors the script to the shard's slot)
 -- ARGV[1]: shard prefix P; ARGV[2]: number of Bloom hashes k;
 -- ARGV[3]: host page budget (0: none); ARGV[4]: domain page budget (0: none)
 -- ARGV[5]: c, the in-link sketch cells per URL (0: no in-link counting)
 -- ARGV[6]: politeness groups (see common.lua): 0 none (a host is its own),
 --   1 by registered domain, 2 given per request (its IP address)
--- then 7 + g + k + c values per request: 64-bit fingerprint (decimal),
---   exact-store set index, host, registered domain, level, flags, encoded
---   request, [its group, when ARGV[6] is 2: g = 1], the k Bloom bit offsets
---   (decimal), the c sketch cells ('#<n>', see common.lua).
+-- ARGV[7]: the lowest priority level admitted (levels above it are refused:
+--   Redis memory is running out; -1 refuses every new URL); ARGV[8]: 1 if
+--   URLs of hosts never enqueued before are admitted; ARGV[9]: entries per
+--   bucket of the exact seen store (linear hashing, see common.lua)
+-- then 7 + g + k + c values per request: URL key (64-bit, decimal), its low
+--   24 bits, host, registered domain, level, flags, queue entry, [its group,
+--   when ARGV[6] is 2: g = 1], the k Bloom bit offsets (decimal), the c sketch
+--   cells ('#<n>', see common.lua).
 -- A host's group is recorded when a new URL of it arrives while it owns no
 -- back queue (so a host's group can change between its visits, not during one).
 --   flags bit 1: dont_filter (enqueue even if seen);
 --   flags bit 2: exact only (skip the Bloom filter: its answer is never needed
 --   for correctness, only for speed)
 -- Redis CPU is the frontier's shared resource, so: numbers arrive as the
--- strings Redis takes (no number formatting here); the writes of the whole
--- call are gathered into a few commands sent at the end (one BITFIELD for
--- every sketch cell, one for every new URL's Bloom bits, one HSET for the
--- request hash, one ZADD per back queue, one LPUSH per front queue; each in
--- chunks, see `batch`); budget counters, the active-host test and the id
--- sequence are read once per call and written once per host or once per call.
+-- strings Redis takes; the writes of the whole call are gathered into a few
+-- commands sent at the end (one BITFIELD for every sketch cell, one for every
+-- new URL's Bloom bits, one LPUSH per back or front queue; each in chunks,
+-- see `batch`); budget counters and the active-host test are read once per
+-- call and written once per host.
 -- Seen check: a URL added earlier in this call is a duplicate; else a Bloom
 -- bit at 0 means new; else the exact store decides (a Bloom false positive is
 -- counted and the URL still enqueued). A new URL over its host's or domain's
--- budget is dropped and not recorded as seen.
--- A request whose host owns a back queue goes straight into it (the request
--- in the request hash, its id in the back queue); otherwise it waits, whole,
--- in the front queue of its level ("<host> <id> <request>") until the refill
--- activates its host.
+-- budget, or refused for memory, is dropped and not recorded as seen (found
+-- again later, it may be admitted then).
+-- A request whose host owns a back queue goes straight into it; otherwise it
+-- waits in the front queue of its level as "<host> <entry>" until the refill
+-- gives its host a back queue.
 -- Every request counts as an in-link of its URL in the sketch (P..'inlinks',
 -- see common.lua), new or not: how often the crawl has found the URL.
--- Returns {added, duplicates, over host budget, over domain budget, bloom false positives}.
+-- Returns {added, duplicates, over host budget, over domain budget, bloom
+-- false positives, refused for memory}.
 local P = ARGV[1]
 local k = tonumber(ARGV[2])
 local host_budget = tonumber(ARGV[3])
 local domain_budget = tonumber(ARGV[4])
 local c = tonumber(ARGV[5])
 local grouping = tonumber(ARGV[6])
+local admit_level = tonumber(ARGV[7])
+local admit_new_hosts = ARGV[8] == '1'
+local seen = lh_open(P, 'seen', P .. K.seen_exact, 'set', tonumber(ARGV[9]))
 local g = grouping == 2 and 1 or 0
 local stride = 7 + g + k + c
 local bloom = KEYS[1]
 local active = P .. K.active
 local host_pages = P .. K.host_pages
 local domain_pages = P .. K.domain_pages
-local seq = P .. K.sequence
 local set_bits = batch('BITFIELD', bloom)
 local count_inlinks = batch('BITFIELD', P .. K.inlinks, 'OVERFLOW', 'SAT')
-local requests = batch('HSET', P .. K.requests)
 local groups = batch('HSET', P .. K.group)
 local grouped_now = {}
-local back_queues, front_queues = {}, {}
+local queues = {}
 -- Per call: pages stored per host / domain (read once), pages added per
 -- host / domain (written at the end), hosts known to own a back queue, URLs
--- added (their Bloom bits are set at the end).
+-- added.
 local host_stored, host_added, domain_stored, domain_added, is_active, fresh = {}, {}, {}, {}, {}, {}
 -- Pages counted for `name`: stored in the hash `key` (read once per call) plus added by this call.
 local function counted(stored, added_now, key, name)
@@ -64,10 +70,17 @@ local function counted(stored, added_now, key, name)
   end
   return count + (added_now[name] or 0)
 end
-local base_id = tonumber(redis.call('GET', seq) or '0')
-local added, duplicates, over_host, over_domain, false_positives = 0, 0, 0, 0, 0
-for i = 7, #ARGV, stride do
-  local fp, set, host, domain = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+local function queue(key)
+  local q = queues[key]
+  if q == nil then
+    q = batch('LPUSH', key)
+    queues[key] = q
+  end
+  return q
+end
+local added, duplicates, over_host, over_domain, false_positives, refused = 0, 0, 0, 0, 0, 0
+for i = 10, #ARGV, stride do
+  local key, h, host, domain = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]
   local level, flags = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
   local offsets = i + 6 + g  -- ARGV[offsets + j] for j = 1 .. k
   if c > 0 then
@@ -76,12 +89,12 @@ for i = 7, #ARGV, stride do
       push4(count_inlinks, 'INCRBY', 'u8', ARGV[cells + j], '1')
     end
   end
-  local exact = P .. K.seen_exact .. set
+  local exact = lh_key(seen, h)
   local dont_filter = flags % 2 == 1
   local exact_only = math.floor(flags / 2) % 2 == 1
   local status = 'new'
   if not dont_filter then
-    if fresh[fp] then
+    if fresh[key] then
       status = 'dup'
     else
       local maybe = true
@@ -94,7 +107,7 @@ for i = 7, #ARGV, stride do
         end
       end
       if maybe then
-        if redis.call('SISMEMBER', exact, fp) == 1 then
+        if redis.call('SISMEMBER', exact, key) == 1 then
           status = 'dup'
         elseif not exact_only then
           false_positives = false_positives + 1
@@ -108,18 +121,23 @@ for i = 7, #ARGV, stride do
       status = 'domain'
     end
   end
+  if status == 'new' and (level > admit_level
+      or (not admit_new_hosts and counted(host_stored, host_added, host_pages, host) == 0)) then
+    status = 'memory'
+  end
   if status == 'new' then
-    fresh[fp] = true
+    fresh[key] = true
     for j = 1, k do
       push4(set_bits, 'SET', 'u1', ARGV[offsets + j], '1')
     end
-    redis.call('SADD', exact, fp)
+    if redis.call('SADD', exact, key) == 1 then
+      seen.added = seen.added + 1
+    end
     if not dont_filter then
       host_added[host] = (host_added[host] or 0) + 1
       domain_added[domain] = (domain_added[domain] or 0) + 1
     end
     added = added + 1
-    local id = fmt(base_id + added)
     local owned = is_active[host]
     if owned == nil then
       owned = redis.call('SISMEMBER', active, host) == 1
@@ -130,41 +148,25 @@ for i = 7, #ARGV, stride do
       push2(groups, host, grouping == 2 and ARGV[i + 7] or domain)
     end
     if owned then
-      push2(requests, id, ARGV[i + 6])
-      local queue = back_queues[host]
-      if queue == nil then
-        queue = batch('ZADD', P .. K.queue .. host)
-        back_queues[host] = queue
-      end
-      push2(queue, fmt(level * SCALE + base_id + added), id)
+      push1(queue(back_key(P, host, level)), ARGV[i + 6])
     else
-      -- The request travels inside its front-queue entry (a list entry costs
-      -- a few bytes; a hash field about 60): it enters the request hash when
-      -- the refill gives its host a back queue.
-      local queue = front_queues[level]
-      if queue == nil then
-        queue = batch('LPUSH', P .. K.front .. level)
-        front_queues[level] = queue
-      end
-      push1(queue, host .. ' ' .. id .. ' ' .. ARGV[i + 6])
+      push1(queue(P .. K.front .. level), host .. ' ' .. ARGV[i + 6])
     end
   elseif status == 'dup' then
     duplicates = duplicates + 1
   elseif status == 'host' then
     over_host = over_host + 1
-  else
+  elseif status == 'domain' then
     over_domain = over_domain + 1
+  else
+    refused = refused + 1
   end
 end
 flush(count_inlinks)
 flush(set_bits)
-flush(requests)
 flush(groups)
-for _, queue in pairs(back_queues) do
-  flush(queue)
-end
-for _, queue in pairs(front_queues) do
-  flush(queue)
+for _, q in pairs(queues) do
+  flush(q)
 end
 for host, n in pairs(host_added) do
   redis.call('HINCRBY', host_pages, host, n)
@@ -173,8 +175,8 @@ for domain, n in pairs(domain_added) do
   redis.call('HINCRBY', domain_pages, domain, n)
 end
 if added > 0 then
-  redis.call('INCRBY', seq, added)
   redis.call('INCRBY', P .. K.queued, added)
   redis.call('INCRBY', P .. K.seen_count, added)
 end
-return {added, duplicates, over_host, over_domain, false_positives}
+lh_close(seen)
+return {added, duplicates, over_host, over_domain, false_positives, refused}

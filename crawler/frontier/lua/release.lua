@@ -1,5 +1,6 @@
+#!lua
 -- Give back leases that were claimed but never fetched (a worker closing):
--- the URL returns to the head of its host's queue and the host is ready now.
+-- the entry returns to the head of its host's queue and the host is ready now.
 -- KEYS[1]: the shard's lease set
 -- ARGV[1]: P; ARGV[2]: now_ms; ARGV[3]: grouped (1: politeness groups, see common.lua);
 -- then one lease member per value.
@@ -8,12 +9,18 @@ local P = ARGV[1]
 local now = ARGV[2]
 local grouped = ARGV[3] == '1'
 local leases = KEYS[1]
+local leased = P .. K.leased
 local released = 0
 for i = 4, #ARGV do
   if redis.call('ZREM', leases, ARGV[i]) == 1 then
     local leaseno, level, id, host = parse_member(ARGV[i])
     if leaseno then
-      requeue(P, host, level, id, now, grouped)
+      local entry = nil
+      if id ~= ROBOTS_ID then
+        entry = redis.call('HGET', leased, leaseno)
+        redis.call('HDEL', leased, leaseno)
+      end
+      requeue(P, host, level, entry, now, grouped)
       released = released + 1
     end
   end

@@ -1,28 +1,34 @@
--- Schedule revisits: each URL into the due set at its next visit time.
--- KEYS[1]: the shard's due set (ZSET member -> due time, crawl-clock ms)
--- ARGV[1]: P; then 6 values per URL: member (the URL's metadata field, hex),
---   due_ms, level, host, encoded request, URL metadata field (8 bytes; '' =
---   none: then the record's next_visit is not updated)
--- A URL has at most one entry: scheduling it again moves it. The request
--- waits in P..'due:req' as "<level> <host> <blob>" until drain.lua moves it.
+#!lua
+-- Schedule revisits: each URL into the recrawl schedule at its next visit time.
+-- KEYS[1]: the shard's due index (anchors the script to the shard's slot)
+-- ARGV[1]: P; ARGV[2]: entries per due bucket at most; ARGV[3]: URL records
+--   per bucket (linear hashing); then 4 values per URL: URL key, due time
+--   (crawl-clock s), front-queue level, capture time of its payload (epoch s)
+-- A URL has at most one entry: scheduling it again moves it (its record's
+-- next_visit says where the last one is). The revisit's request is built from
+-- the URL's record when it is due (drain.lua, claim.lua): the record gets the
+-- level and the capture time; a URL without a record is not scheduled.
 -- Returns the number of URLs scheduled.
 local P = ARGV[1]
-local due = KEYS[1]
-local requests = P .. K.due_requests
+local max = tonumber(ARGV[2])
+local records = urls_open(P, tonumber(ARGV[3]))
 local scheduled = 0
-for i = 2, #ARGV, 6 do
-  local member, at, level, host, blob, field = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
-  redis.call('ZADD', due, at, member)
-  redis.call('HSET', requests, member, level .. ' ' .. host .. ' ' .. blob)
-  if field ~= '' then
-    local metadata = P .. K.urlmeta .. host
-    local packed = redis.call('HGET', metadata, field)
-    if packed then
-      local record = cmsgpack.unpack(packed)
-      record[URLMETA.next_visit] = math.floor(tonumber(at) / 1000)  -- seconds
-      redis.call('HSET', metadata, field, cmsgpack.pack(record))
+for i = 4, #ARGV, 4 do
+  local key, at, level, captured = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+  local bucket = lh_key(records, low24(key))
+  local packed = redis.call('HGET', bucket, key)
+  if packed then
+    local record = record_unpack(packed)
+    local old = record[URLREC.next_visit]
+    if old > 0 then
+      due_remove(P, key, old)
     end
+    due_insert(P, key, at, max)
+    record[URLREC.next_visit] = at
+    record[URLREC.level] = level
+    record[URLREC.captured] = captured
+    redis.call('HSET', bucket, key, record_pack(record))
+    scheduled = scheduled + 1
   end
-  scheduled = scheduled + 1
 end
 return scheduled

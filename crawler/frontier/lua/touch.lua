@@ -1,29 +1,29 @@
+#!lua
 -- Make revisits due now when a sitemap says their page changed.
--- KEYS[1]: the shard's due set
--- ARGV[1]: P; ARGV[2]: now (crawl-clock ms); then 3 values per URL: member
---   (hex metadata field), host, sitemap lastmod (crawl-clock seconds)
--- A URL is made due only if it waits in the due set (fetched before and
--- scheduled) and its last fetch is older than the lastmod; never later.
+-- KEYS[1]: the shard's due index
+-- ARGV[1]: P; ARGV[2]: now (crawl-clock ms); ARGV[3]: entries per due bucket
+--   at most; ARGV[4]: URL records per bucket (linear hashing); then 2 values
+--   per URL: URL key, sitemap lastmod (crawl-clock seconds)
+-- A URL is made due only if it waits in the recrawl schedule (fetched before
+-- and scheduled, its record's next_visit) later than now, and its last fetch
+-- is older than the lastmod; never later.
 -- Returns the number of URLs made due.
 local P = ARGV[1]
-local now = ARGV[2]
-local due = KEYS[1]
+local now = math.floor(tonumber(ARGV[2]) / 1000)
+local max = tonumber(ARGV[3])
+local records = urls_open(P, tonumber(ARGV[4]))
 local touched = 0
-for i = 3, #ARGV, 3 do
-  local member, host, lastmod = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
-  local score = redis.call('ZSCORE', due, member)
-  if score and tonumber(score) > tonumber(now) then
-    local field = ''
-    for j = 1, #member, 2 do
-      field = field .. string.char(tonumber(string.sub(member, j, j + 1), 16))
-    end
-    local packed = redis.call('HGET', P .. K.urlmeta .. host, field)
-    local fetched = 0
-    if packed then
-      fetched = cmsgpack.unpack(packed)[URLMETA.fetched_at] or 0
-    end
-    if fetched < lastmod then
-      redis.call('ZADD', due, now, member)
+for i = 5, #ARGV, 2 do
+  local key, lastmod = ARGV[i], tonumber(ARGV[i + 1])
+  local bucket = lh_key(records, low24(key))
+  local packed = redis.call('HGET', bucket, key)
+  if packed then
+    local record = record_unpack(packed)
+    local due = record[URLREC.next_visit]
+    if due > now and record[URLREC.fetched_at] < lastmod and due_remove(P, key, due) then
+      due_insert(P, key, now, max)
+      record[URLREC.next_visit] = now
+      redis.call('HSET', bucket, key, record_pack(record))
       touched = touched + 1
     end
   end

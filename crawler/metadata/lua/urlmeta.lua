@@ -1,10 +1,12 @@
+#!lua
 -- Record a fetch of one URL, keeping its change history.
--- KEYS[1]: the host's metadata hash (field: 8-byte URL fingerprint)
--- ARGV: field, new record (msgpack array, see crawler/metadata/store.py),
+-- KEYS[1]: the shard's URL-record state (P..K.lh..'url'; anchors the script to the shard's slot)
+-- ARGV: URL key, new record (crawler/metadata/record.py, without history),
 --       SimHash change threshold, shard prefix P, host, flags (1: the fetch
 --       is an error, 2: a near duplicate), in-link sketch positions (the
 --       URL's Bloom positions, little-endian uint32; '' = none), sketch cells,
---       repeat window (seconds; 0 = none)
+--       repeat window (seconds; 0 = none), URL records per bucket (linear
+--       hashing, see common.lua)
 -- A repeat delivery changes nothing: a fetch with the stored status and
 -- payload digest, less than the repeat window from the stored fetch, before or
 -- after it (a URL fetched again because its lease expired, whose two records
@@ -15,21 +17,20 @@
 -- A fetch counts as a change when the payload digest differs from the last
 -- one AND the SimHash distance is above the threshold (or a SimHash is
 -- missing), so a rotating timestamp or banner alone is not a change. A
--- fetch that records no digest (a failure) is not an observation.
+-- fetch that records no digest (a failure) is not an observation. The
+-- schedule's fields (next visit, level, capture time) stay as they were.
 -- Returns {changed (1, 0; -1 for a first fetch), observations, changes,
 --          previous fetch time (0 if none), first observation time,
 --          in-link estimate, host pages, host errors, host near duplicates,
 --          repeat (1: a repeat delivery, nothing recorded)}.
-local field = ARGV[1]
-local new = cmsgpack.unpack(ARGV[2])
+local key = ARGV[1]
+local new = record_unpack(ARGV[2])
 local threshold = tonumber(ARGV[3])
 local P, host, flags, positions, cells = ARGV[4], ARGV[5], tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
-local window = tonumber(ARGV[9] or '0')
--- Record layout: URLMETA (generated from crawler/metadata/store.py, see crawler/schema.py).
-local DIGEST, SIMHASH, OBS, CHANGES = URLMETA.digest8, URLMETA.simhash8, URLMETA.observations, URLMETA.changes
-local FETCHED, NEXT, FIRST = URLMETA.fetched_at, URLMETA.next_visit, URLMETA.first_fetch
-local STATUS, ETAG, LAST_MODIFIED = URLMETA.status, URLMETA.etag, URLMETA.last_modified
-local LENGTH, OUTLINKS = URLMETA.length, URLMETA.outlinks
+local window = tonumber(ARGV[9])
+local records = urls_open(P, tonumber(ARGV[10]))
+local F = URLREC
+local DIGEST, SIMHASH = URLREC_FLAG.FLAG_DIGEST, URLREC_FLAG.FLAG_SIMHASH
 
 local function distance(a, b)
   local d = 0
@@ -43,6 +44,23 @@ local function distance(a, b)
   return d
 end
 
+local function set_flag(r, flag, on)
+  local has = record_has(r, flag)
+  if on and not has then
+    r[F.flags] = r[F.flags] + flag
+  elseif has and not on then
+    r[F.flags] = r[F.flags] - flag
+  end
+end
+
+-- The content fields of `from` (digest, SimHash, length, outlinks and their flags) into `to`.
+local function keep_content(to, from)
+  to[F.digest], to[F.simhash], to[F.length], to[F.outlinks] = from[F.digest], from[F.simhash], from[F.length],
+    from[F.outlinks]
+  set_flag(to, DIGEST, record_has(from, DIGEST))
+  set_flag(to, SIMHASH, record_has(from, SIMHASH))
+end
+
 local function inlink_count()
   if positions ~= '' and cells > 0 then
     return inlink_estimate(P .. K.inlinks, positions, cells)
@@ -51,63 +69,69 @@ local function inlink_count()
 end
 
 local quality = P .. K.host_quality
-local old_packed = redis.call('HGET', KEYS[1], field)
+local bucket = lh_key(records, low24(key))
+local old_packed = redis.call('HGET', bucket, key)
 local changed, previous = -1, 0
+local new_digest = record_has(new, DIGEST)
 if old_packed then
-  local old = cmsgpack.unpack(old_packed)
-  local since = (new[FETCHED] or 0) - (old[FETCHED] or 0)
-  if window > 0 and math.abs(since) < window and new[STATUS] == old[STATUS]
-      and type(new[DIGEST]) == 'string' and #new[DIGEST] == 8 and new[DIGEST] == old[DIGEST] then
+  local old = record_unpack(old_packed)
+  local since = new[F.fetched_at] - old[F.fetched_at]
+  if window > 0 and math.abs(since) < window and new[F.status] == old[F.status]
+      and new_digest and record_has(old, DIGEST) and new[F.digest] == old[F.digest] then
     local counts = redis.call('HMGET', quality, host .. '|n', host .. '|e', host .. '|d')
-    return {0, old[OBS] or 0, old[CHANGES] or 0, old[FETCHED] or 0, old[FIRST] or 0, inlink_count(),
+    return {0, old[F.observations], old[F.changes], old[F.fetched_at], old[F.first_fetch], inlink_count(),
             tonumber(counts[1] or '0'), tonumber(counts[2] or '0'), tonumber(counts[3] or '0'), 1}
   end
-  previous = old[FETCHED] or 0
-  new[OBS] = old[OBS] or 0
-  new[CHANGES] = old[CHANGES] or 0
-  new[FIRST] = old[FIRST] or 0
-  if new[NEXT] == 0 then
-    new[NEXT] = old[NEXT] or 0
+  previous = old[F.fetched_at]
+  new[F.observations] = old[F.observations]
+  new[F.changes] = old[F.changes]
+  new[F.first_fetch] = old[F.first_fetch]
+  new[F.next_visit] = old[F.next_visit]
+  new[F.level] = old[F.level]
+  if new[F.captured] == 0 then
+    new[F.captured] = old[F.captured]
   end
-  if new[STATUS] == 304 and type(old[DIGEST]) == 'string' and #old[DIGEST] == 8 then
+  if new[F.status] == 304 and record_has(old, DIGEST) then
     -- Not modified: the stored content stands (validators refreshed if sent).
-    new[DIGEST], new[SIMHASH], new[LENGTH], new[OUTLINKS] = old[DIGEST], old[SIMHASH], old[LENGTH], old[OUTLINKS]
-    if new[ETAG] == '' then new[ETAG] = old[ETAG] end
-    if new[LAST_MODIFIED] == 0 then new[LAST_MODIFIED] = old[LAST_MODIFIED] end
+    keep_content(new, old)
+    new_digest = true
+    if new.etag == '' then new.etag = old.etag end
+    if new[F.last_modified] == 0 then new[F.last_modified] = old[F.last_modified] end
   end
-  if type(new[DIGEST]) == 'string' and #new[DIGEST] == 8 then
-    if type(old[DIGEST]) == 'string' and #old[DIGEST] == 8 then
+  if new_digest then
+    if record_has(old, DIGEST) then
       changed = 0
-      if new[DIGEST] ~= old[DIGEST] then
+      if new[F.digest] ~= old[F.digest] then
         local far = true
-        if type(new[SIMHASH]) == 'string' and type(old[SIMHASH]) == 'string'
-            and #new[SIMHASH] == 8 and #old[SIMHASH] == 8 then
-          far = distance(new[SIMHASH], old[SIMHASH]) > threshold
+        if record_has(new, SIMHASH) and record_has(old, SIMHASH) then
+          far = distance(new[F.simhash], old[F.simhash]) > threshold
         end
         if far then
           changed = 1
         end
       end
-      new[OBS] = new[OBS] + 1
-      new[CHANGES] = new[CHANGES] + changed
+      new[F.observations] = math.min(65535, new[F.observations] + 1)
+      new[F.changes] = math.min(65535, new[F.changes] + changed)
     else
-      new[OBS] = new[OBS] + 1
-      new[FIRST] = new[FETCHED]
+      new[F.observations] = math.min(65535, new[F.observations] + 1)
+      new[F.first_fetch] = new[F.fetched_at]
     end
   else
     -- A failed fetch keeps the last good content fields.
-    new[DIGEST], new[SIMHASH] = old[DIGEST], old[SIMHASH]
-    new[ETAG], new[LAST_MODIFIED], new[LENGTH], new[OUTLINKS] = old[ETAG], old[LAST_MODIFIED], old[LENGTH], old[OUTLINKS]
+    keep_content(new, old)
+    new.etag, new[F.last_modified] = old.etag, old[F.last_modified]
   end
 else
-  new[OBS] = (type(new[DIGEST]) == 'string' and #new[DIGEST] == 8) and 1 or 0
-  new[CHANGES] = 0
-  new[FIRST] = new[OBS] == 1 and new[FETCHED] or 0
+  new[F.observations] = new_digest and 1 or 0
+  new[F.changes] = 0
+  new[F.first_fetch] = new_digest and new[F.fetched_at] or 0
+  records.added = 1
 end
-if new[OBS] > 0 and (new[FIRST] or 0) == 0 then
-  new[FIRST] = new[FETCHED]
+if new[F.observations] > 0 and new[F.first_fetch] == 0 then
+  new[F.first_fetch] = new[F.fetched_at]
 end
-redis.call('HSET', KEYS[1], field, cmsgpack.pack(new))
+redis.call('HSET', bucket, key, record_pack(new))
+lh_close(records)
 
 -- The host's quality counters (pages, errors, near duplicates).
 local pages = redis.call('HINCRBY', quality, host .. '|n', 1)
@@ -121,4 +145,5 @@ if math.floor(flags / 2) % 2 == 1 then
 end
 
 -- The in-link estimate: the smallest of the URL's sketch counters.
-return {changed, new[OBS], new[CHANGES], previous, new[FIRST], inlink_count(), pages, errors, near, 0}
+return {changed, new[F.observations], new[F.changes], previous, new[F.first_fetch], inlink_count(), pages, errors,
+        near, 0}

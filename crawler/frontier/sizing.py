@@ -1,0 +1,89 @@
+"""A crawl's fixed sizes (its Bloom filters and in-link sketches), chosen once, within its memory limit.
+
+The Bloom filter of each shard is sized for its share of
+``SEEN_EXPECTED_URLS`` at ``SEEN_FALSE_POSITIVE_RATE``, and at most
+``SEEN_BLOOM_SHARE`` of the memory limit (``REDIS_MEMORY_LIMIT`` or the
+server's maxmemory; on a cluster, per primary, shared by the shards it
+holds); the in-link sketch has ``PRIORITY_INLINK_CELLS`` cells per shard, at
+most a sixteenth of the limit. Both are recorded in the crawl's metadata by
+the first worker and read from there by every other, so a worker with other
+settings, or a later run with another limit, keeps the crawl's own sizes (the
+filter's bit positions depend on its size). A limit too small for these fixed
+costs stops the crawl before it starts, with the figure it needs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from scrapy.settings import BaseSettings
+
+from crawler.exceptions import ConfigurationError
+from crawler.frontier.seen import SeenConfig
+from crawler.redisconn.memory import primaries, server_memory
+from crawler.settings_parsing import get_float, get_int
+
+if TYPE_CHECKING:
+    from crawler.frontier.shards import ShardRouter
+    from crawler.redisconn.link import AnyRedis
+
+#: Room a crawl needs beside its fixed costs to do anything (its first queues and records).
+WORKING_ROOM = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CrawlSizes:
+    #: Each shard's seen set (its Bloom filter).
+    seen: SeenConfig
+    #: Each shard's in-link sketch cells (0: in-links not counted).
+    inlink_cells: int
+    #: The memory limit (bytes, 0: none) of the server holding the shards, per primary on a cluster.
+    memory_limit: int = 0
+
+    def fixed_bytes(self, shards: int) -> int:
+        """Bytes the Bloom filters and sketches of ``shards`` shards take."""
+        return shards * (self.seen.bloom_bits // 8 + self.inlink_cells)
+
+
+def _int(value: object) -> int | None:
+    if value is None:
+        return None
+    return int(value.decode() if isinstance(value, bytes) else str(value))
+
+
+async def crawl_sizes(
+    client: AnyRedis, router: ShardRouter, settings: BaseSettings, configured_limit: int
+) -> CrawlSizes:
+    """The crawl's sizes: recorded by the first worker, read by the others (idempotent)."""
+    memory = await server_memory(client, router.keys[0].leases)
+    memory.check_policy()
+    limit = memory.limit(configured_limit)
+    nodes = await primaries(client)
+    per_node = math.ceil(router.count / nodes)
+    wanted = SeenConfig.from_settings(settings)
+    expected = max(wanted.expected_urls // router.count, 1000)
+    bloom_cap = int(limit * get_float(settings, "SEEN_BLOOM_SHARE", minimum=0.001) / per_node) if limit else 0
+    seen = SeenConfig.sized(expected, wanted.false_positive_rate, bloom_cap)
+    cells = get_int(settings, "PRIORITY_INLINK_CELLS", minimum=0)
+    if limit and cells:
+        cells = max(1024, min(cells, limit // 16 // per_node))
+    key = router.crawl_keys.crawl_key("meta")
+    await client.hsetnx(key, "bloom_bits", seen.bloom_bits)
+    await client.hsetnx(key, "inlink_cells", cells)
+    bits = _int(await client.hget(key, "bloom_bits")) or seen.bloom_bits
+    cells = _int(await client.hget(key, "inlink_cells")) or 0
+    sizes = CrawlSizes(SeenConfig.of_bits(expected, wanted.false_positive_rate, bits), cells, limit)
+    if limit:
+        fixed = sizes.fixed_bytes(per_node)
+        if fixed + WORKING_ROOM > limit // 2:
+            need = 2 * (fixed + WORKING_ROOM)
+            raise ConfigurationError(
+                "REDIS_MEMORY_LIMIT",
+                f"{limit / 2**20:.0f} MiB of Redis memory (at {memory.server}) is too small for this crawl: its "
+                f"fixed costs, {per_node} shard(s) of Bloom filter ({bits // 8 / 2**20:.1f} MiB each) and in-link "
+                f"sketch ({cells / 2**20:.1f} MiB each), and room to work, need a limit of at least "
+                f"{need / 2**20:.0f} MiB",
+            )
+    return sizes
