@@ -15,9 +15,7 @@ import pytest
 import redis
 from warcio.archiveiterator import ArchiveIterator
 
-from crawler.dedup.index import dedup_prefix
 from crawler.frontier.keys import FrontierKeys
-from crawler.metadata.store import UrlRecord, url_field
 from support.mockweb import WebSpec, host_ip
 from tests.conftest import (
     ROOT,
@@ -29,6 +27,7 @@ from tests.conftest import (
     crawl_env,
     run_crawl,
     stat,
+    url_record,
 )
 
 
@@ -215,10 +214,10 @@ def test_exact_duplicates_are_revisits_near_duplicates_are_flagged(
     assert stat(result, "dedup/near") >= 3  # small edits of one article: most, if not all, within distance 3
     assert stat(result, "index/skipped/near_duplicate") == stat(result, "dedup/near")
     client = redis.Redis.from_url(redis_server.url)
-    counts = client.hgetall(dedup_prefix("content") + "near")
-    assert int(counts[host_ip(0).encode()]) == stat(result, "dedup/near")
+    quality = FrontierKeys("content").host_quality
+    assert int(client.hget(quality, f"{host_ip(0)}|d") or 0) == stat(result, "dedup/near")
     # Unrelated pages (the other hosts) are not near duplicates of anything.
-    assert host_ip(3).encode() not in counts
+    assert client.hget(quality, f"{host_ip(3)}|d") is None
 
 
 def test_url_metadata_is_recorded_for_every_fetched_page(
@@ -228,12 +227,12 @@ def test_url_metadata_is_recorded_for_every_fetched_page(
     web = content_crawl["web"]
     keys = FrontierKeys("content")
     url = f"http://{host_ip(3)}:{web.port}/"
-    raw = client.hget(keys.key(f"urlmeta:{host_ip(3)}"), url_field(url))
-    assert raw is not None
-    record = UrlRecord.unpack(raw)
+    record = url_record(client, "content", url)
+    assert record is not None
     assert (record.status, record.observations, record.outlinks) == (200, 1, len(["/p/1", "/p/2"]))
-    assert len(record.digest8) == 8 and len(record.simhash8) == 8
-    total = sum(client.hlen(keys.key(f"urlmeta:{host_ip(h)}")) for h in range(4))
+    assert len(record.digest) == 4 and len(record.simhash8) == 8
+    assert (record.url, record.host) == (url, host_ip(3))
+    total = sum(client.hlen(key) for key in client.scan_iter(match=keys.key("url:") + "*"))
     assert total == len(fetched_urls(web))
 
 

@@ -9,6 +9,7 @@ import os
 import random
 import re
 import zlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,7 +32,7 @@ from crawler.dedup.text import (
     visible_text,
     words,
 )
-from crawler.metadata.store import UrlRecord, UrlState, digest8
+from crawler.metadata.store import UrlRecord, UrlState, digest4
 from crawler.warc.gzip import Gzip, GzipLibrary
 from crawler.warc.records import (
     Fetch,
@@ -194,7 +195,7 @@ def test_stored_headers_agree_with_the_payload() -> None:
 
 def test_payload_digest_form() -> None:
     assert payload_digest(b"") == "sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ"
-    assert len(digest8(payload_digest(b"x"))) == 8
+    assert len(digest4(payload_digest(b"x"))) == 4
 
 
 @pytest.mark.parametrize(
@@ -325,11 +326,21 @@ def test_boilerplate_is_left_out_of_the_fingerprint() -> None:
 
 
 def test_url_record_round_trip() -> None:
-    record = UrlRecord(UrlState.FETCHED, 1_700_000_000, 200, b"12345678", (2**63 + 5).to_bytes(8, "big"), 'W/"e"',
-                       1_699_999_000, 1234, 7, 3, 1, 1_700_086_400)
+    from crawler.metadata.record import KIND_SITEMAP
+
+    record = UrlRecord(UrlState.FETCHED, 1_700_000_000, 200, b"1234", (2**63 + 5).to_bytes(8, "big"), 'W/"e"',
+                       1_699_999_000, 1234, 7, 3, 1, 1_700_086_400, 1_699_000_000, 1_700_000_000_123_456, 2, 5,
+                       KIND_SITEMAP, "https://a.example:8443/p/1?q=2", "a.example")
     assert UrlRecord.unpack(record.pack()) == record
     assert record.simhash == 2**63 + 5
-    assert len(record.pack()) < 64  # fits Redis's default hash-max-listpack-value
+    # The URL is kept once, after its scheme: the host is its first bytes.
+    assert len(record.pack()) == 55 + len('W/"e"') + len("a.example:8443/p/1?q=2")
+    # A record whose host is not the start of its URL (a host queued under another name) keeps both.
+    apart = replace(record, url="http://b.example/x", host="a.example")
+    assert UrlRecord.unpack(apart.pack()) == apart
+    # No URL, no digest, no SimHash (a dead letter's record): they stay empty.
+    bare = UrlRecord(UrlState.DEAD, 1_700_000_000)
+    assert UrlRecord.unpack(bare.pack()) == bare and len(bare.pack()) == 55
 
 
 @pytest.mark.parametrize(("library", "level"), [(GzipLibrary.ISAL, 0), (GzipLibrary.ISAL, None),

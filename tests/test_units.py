@@ -82,8 +82,17 @@ def test_codec_plain_get_is_small_and_versioned() -> None:
 def test_codec_bulk_link_encoding_matches_a_request() -> None:
     spider = _Spider()
     codec = RequestCodec(spider)
-    request = Request("http://a.test/x", callback=spider.parse, priority=2, meta={"depth": 3})
-    assert codec.encode_link("http://a.test/x", "parse", {"depth": 3}, 2) == codec.encode(request).blob
+    for url, host in (("http://a.test/x", "a.test"), ("https://a.test:8443/x?q=1", "a.test"),
+                      ("http://b.test/y", "a.test")):
+        request = Request(url, callback=spider.parse, priority=2, meta={"depth": 3, "k": "v"})
+        link = codec.encode_link(url, host, "parse", {"depth": 3, "k": "v"}, 2)
+        decoded = codec.decode(link, host)
+        full = codec.decode(codec.encode(request).blob, host)
+        assert (decoded.url, decoded.callback, decoded.priority, decoded.meta) == (
+            full.url, full.callback, full.priority, full.meta)
+        # The host is not stored again: a link is smaller than the full request's form.
+        if url.startswith(("http://a", "https://a")):
+            assert len(link) + len(host) < len(codec.encode(request).blob)
 
 
 def test_codec_drops_non_plain_meta_and_reports_it() -> None:
@@ -472,12 +481,13 @@ def test_the_lua_scripts_build_keys_and_read_records_only_through_the_schema() -
     from pathlib import Path
 
     from crawler.frontier.keys import SHARD_KEYS
+    from crawler.metadata.record import RECORD_FLAGS
     from crawler.metadata.store import RECORD_FIELDS, UrlState
-    from crawler.schema import DEDUP_KEYS, lua_prelude
+    from crawler.schema import lua_prelude
 
     scripts = sorted(Path(__file__).resolve().parent.parent.joinpath("crawler").rglob("*.lua"))
     assert len(scripts) >= 11
-    names = {"K": set(SHARD_KEYS), "DK": set(DEDUP_KEYS), "URLMETA": set(RECORD_FIELDS),
+    names = {"K": set(SHARD_KEYS), "URLREC": set(RECORD_FIELDS), "URLREC_FLAG": set(RECORD_FLAGS),
              "URL_STATE": {state.name for state in UrlState}}
     used: dict[str, set[str]] = {table: set() for table in names}
     for script in scripts:
@@ -486,13 +496,13 @@ def test_the_lua_scripts_build_keys_and_read_records_only_through_the_schema() -
         assert not re.findall(r"\b[PD] \.\. '", source), script.name
         # No record position written as a number.
         assert not re.findall(r"\b(?:record|new|old)\[\d+\]", source), script.name
-        for table, name in re.findall(r"\b(K|DK|URLMETA|URL_STATE)\.([A-Za-z_0-9]+)", source):
+        for table, name in re.findall(r"\b(K|URLREC|URLREC_FLAG|URL_STATE)\.([A-Za-z_0-9]+)", source):
             used[table].add(name)
     for table, known in names.items():
         assert used[table] <= known, (table, used[table] - known)
-    assert used["K"] and used["DK"] and used["URLMETA"]
+    assert used["K"] and used["URLREC"] and used["URLREC_FLAG"]
     prelude = lua_prelude()
-    assert "ready = 'ready'" in prelude and "next_visit = 13" in prelude and "DEAD = 3" in prelude
+    assert "ready = 'ready'" in prelude and "next_visit = 6" in prelude and "DEAD = 3" in prelude
 
 
 def test_the_committed_settings_reference_is_the_generated_one() -> None:

@@ -46,6 +46,9 @@ FLAG_HTTPS = 4
 FLAG_HOST_APART = 8
 FLAG_DIGEST = 16
 FLAG_SIMHASH = 32
+#: The names of the flags above, as the scripts know them (``URLREC_FLAG.<NAME>``).
+RECORD_FLAGS = ("KIND_PARSE", "KIND_SITEMAP", "KIND_OTHER", "KIND_MASK", "FLAG_HTTPS", "FLAG_HOST_APART",
+                "FLAG_DIGEST", "FLAG_SIMHASH")
 
 _MAX_U16 = 0xFFFF
 _MAX_U32 = 0xFFFFFFFF
