@@ -47,6 +47,8 @@ class RedisServer:
     directory: Path
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    #: More redis-server options (``("--maxmemory", "64mb")``).
+    options: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:
@@ -61,7 +63,7 @@ class RedisServer:
             [
                 binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory),
                 "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
-                "--daemonize", "no", "--logfile", str(self.directory / "redis.log"),
+                "--daemonize", "no", "--logfile", str(self.directory / "redis.log"), *self.options,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

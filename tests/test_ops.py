@@ -64,6 +64,12 @@ def test_progress_line_names_every_figure() -> None:
     for part in ("queued 1,234", "in flight 8", "hosts 24 active / 3 ready", "due 7", "http_4xx 15", "http_5xx 5",
                  "TimeoutError 2", "duplicates 3 exact / 4 near", "robots.txt drops 6"):
         assert part in line, part
+    # Redis memory, its share of the limit and bytes per page; why fewer URLs are admitted.
+    figures = FrontierFigures(1234, 8, 24, 3, 5000, 7, records=1000, memory_used=300 * 2**20,
+                              memory_limit=2**30, memory_share=300 / 1024)
+    line = progress_line(Progress(totals, {"pages": 30}, 10.0, 60.0, figures, "no new URL admitted"))
+    assert "Redis 300.0 MiB of 1.0 GiB (29%), 314,573 B/page" in line
+    assert line.endswith("| admitting less: no new URL admitted") or "admitting less: no new URL admitted" in line
 
 
 def test_sample_round_trip_and_unknown_versions() -> None:

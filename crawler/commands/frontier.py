@@ -141,7 +141,7 @@ class Command(ScrapyCommand):
 
     async def _stats(self, client: AnyRedis, router: ShardRouter, config: FrontierConfig, args: list[str],
                      opts: argparse.Namespace) -> None:
-        figures = await frontier_figures(client, router)
+        figures = await frontier_figures(client, router, self.provider.config.memory_limit)
         timeline = Timeline(client, router.crawl_id)
         totals = await timeline.totals()
         workers = await timeline.workers(time.time() - 120)
@@ -159,6 +159,8 @@ class Command(ScrapyCommand):
             ("seen URLs", f"{figures.seen:,}"),
             ("revisits scheduled", f"{figures.due:,}"),
             ("pages fetched", f"{pages:,}"),
+            ("URL records", f"{figures.records:,}"),
+            ("redis memory", figures.memory_text().removeprefix("Redis ")),
             ("workers reporting (2 min)", f"{len(workers)}"),
         ]
         errors = {k[6:]: int(v) for k, v in totals.items() if k.startswith("error:") and v}

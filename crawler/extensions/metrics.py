@@ -124,6 +124,14 @@ class CrawlCollector(Collector):
                 ("crawler_frontier_ready_hosts", "Hosts waiting for their next fetch", frontier.ready_hosts),
                 ("crawler_frontier_seen_urls", "URLs ever enqueued (the seen set)", frontier.seen),
                 ("crawler_frontier_due_urls", "Revisits scheduled", frontier.due),
+                ("crawler_frontier_url_records", "URL records (URLs fetched or given up on)", frontier.records),
+                ("crawler_redis_memory_used_bytes", "Redis used_memory of the servers holding the crawl",
+                 frontier.memory_used),
+                ("crawler_redis_memory_limit_bytes", "Their memory limit (REDIS_MEMORY_LIMIT or maxmemory; 0: none)",
+                 frontier.memory_limit),
+                ("crawler_redis_memory_share", "The fullest server's share of its limit", frontier.memory_share),
+                ("crawler_redis_bytes_per_page", "Redis bytes per URL record, fixed costs included",
+                 frontier.bytes_per_record),
             ):
                 gauge = GaugeMetricFamily(name, help_text, labels=["crawl"])
                 gauge.add_metric([crawl], value)
@@ -170,7 +178,8 @@ class MetricsEndpoint:
     async def _refresh_loop(self) -> None:
         while True:
             try:
-                self.collector.frontier = await frontier_figures(await self.provider.client(), self.router)
+                self.collector.frontier = await frontier_figures(await self.provider.client(), self.router,
+                                                                 self.provider.config.memory_limit)
             except (RedisError, OSError) as exc:
                 logger.debug("Metrics: frontier figures unavailable (%s)", exc)
             await asyncio.sleep(self.refresh)

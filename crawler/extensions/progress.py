@@ -111,11 +111,12 @@ class ProgressReporter:
             client = await self.provider.client()
             if self.timeline is None:
                 self.timeline = Timeline(client, self.crawl_id)
-            self.frontier = await frontier_figures(client, self.router)
+            self.frontier = await frontier_figures(client, self.router, self.provider.config.memory_limit)
         except (RedisError, OSError) as exc:
             logger.warning("Progress: Redis unreachable (%s)", exc)
             self.frontier = None
-        progress = Progress(totals, changed, now - self._last, now - self.started, self.frontier)
+        admission = stats.get_value("redis/admission") or ""
+        progress = Progress(totals, changed, now - self._last, now - self.started, self.frontier, str(admission))
         logger.info("%s%s", "Final " if final else "", progress_line(progress))
         self._last = now
         if self.timeline is None:

@@ -14,14 +14,11 @@ the fullest server).
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from redis.asyncio.cluster import RedisCluster
-
 from crawler.policy.memory import ADMIT_ALL, Admission, MemoryPolicy
-from crawler.redisconn.memory import ServerMemory, server_memory
+from crawler.redisconn.memory import ServerMemory, server_memory, servers_of
 
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
@@ -70,16 +67,8 @@ class MemoryWatch:
     async def refresh(self, frontiers: list[RedisFrontier], now: float) -> None:
         """Look at every server's memory and set what each shard admits."""
         self.checked = now
-        by_server: dict[str, list[int]] = defaultdict(list)
         client = self.client
-        if isinstance(client, RedisCluster):
-            await client.initialize()
-            for shard, keys in enumerate(self.router.keys):
-                node = client.get_node_from_key(keys.leases)
-                assert node is not None
-                by_server[f"{node.host}:{node.port}"].append(shard)
-        else:
-            by_server["redis"] = list(range(self.router.count))
+        by_server = await servers_of(client, [keys.leases for keys in self.router.keys])
         queued = await self._queued()
         servers: dict[str, ServerFill] = {}
         for shards in by_server.values():
@@ -98,6 +87,8 @@ class MemoryWatch:
             self.stats.set_value("redis/memory_used", fullest.memory.used)
             self.stats.set_value("redis/memory_limit", fullest.limit)
             self.stats.set_value("redis/memory_share", round(fullest.share, 4))
+            self.stats.max_value("redis/memory_used_max", fullest.memory.used)
+            self.stats.set_value("redis/admission", fullest.admission.reason)
 
     async def _queued(self) -> list[int]:
         pipe = self.client.pipeline(transaction=False)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
+from crawler.frontier.compact import LinearHash
 from crawler.frontier.outcome import HostSignal, LeaseAction
 
 if TYPE_CHECKING:
@@ -190,6 +191,8 @@ class FrontierCounts:
     parked: int = 0
     #: URLs in the dead-letter queue.
     dead_letters: int = 0
+    #: URL records (one per URL fetched or dead-lettered).
+    records: int = 0
 
     @property
     def awake_hosts(self) -> int:
@@ -208,6 +211,7 @@ async def read_counts(client: AnyRedis, keys: FrontierKeys, levels: int = 0) -> 
     pipe.zcard(keys.sleeping)
     pipe.scard(keys.parked)
     pipe.hlen(keys.dead)
+    pipe.get(keys.lh("url"))
     for level in range(levels):
         pipe.llen(keys.front(level))
     replies = await pipe.execute()
@@ -217,9 +221,10 @@ async def read_counts(client: AnyRedis, keys: FrontierKeys, levels: int = 0) -> 
         active_hosts=int(replies[2]),
         ready_hosts=int(replies[3]),
         seen=int(replies[4] or 0),
-        front=tuple(int(x) for x in replies[9:]),
+        front=tuple(int(x) for x in replies[10:]),
         due=int(replies[5] or 0),
         sleeping=int(replies[6]),
         parked=int(replies[7]),
         dead_letters=int(replies[8]),
+        records=LinearHash.parse(replies[9]).entries,
     )

@@ -88,10 +88,39 @@ class FrontierFigures:
     parked: int = 0
     #: URLs in the dead-letter queue.
     dead_letters: int = 0
+    #: URL records: URLs fetched (or given up on) so far, the whole crawl.
+    records: int = 0
+    #: Redis memory of the servers holding the crawl (summed over a cluster's primaries), their limits
+    #: (0: none), and the fullest server's share of its limit.
+    memory_used: int = 0
+    memory_limit: int = 0
+    memory_share: float = 0.0
 
     @property
     def awake_hosts(self) -> int:
         return self.active_hosts - self.sleeping
+
+    @property
+    def bytes_per_record(self) -> float:
+        """Redis bytes per URL record: all of the crawl's state (fixed costs included) over its pages."""
+        return self.memory_used / self.records if self.records else 0.0
+
+    def memory_text(self) -> str:
+        """``Redis 512.0 MiB of 12.0 GiB (4%), 2,345 B/page``."""
+        text = f"Redis {_size(self.memory_used)}"
+        if self.memory_limit:
+            text += f" of {_size(self.memory_limit)} ({self.memory_share:.0%})"
+        if self.records:
+            text += f", {self.bytes_per_record:,.0f} B/page"
+        return text
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
 
 
 @dataclass(frozen=True)
@@ -103,6 +132,8 @@ class Progress:
     interval: float
     elapsed: float
     frontier: FrontierFigures | None
+    #: Why this worker admits fewer new URLs ("" when it admits every one).
+    admission: str = ""
 
     @property
     def pages(self) -> int:
@@ -132,6 +163,9 @@ def progress_line(progress: Progress) -> str:
             f"/ {frontier.ready_hosts:,} ready / {frontier.sleeping:,} sleeping ({frontier.parked:,} parked), "
             f"dead letters {frontier.dead_letters:,}, due {frontier.due:,}"
         )
+        parts.append(frontier.memory_text())
+    if progress.admission:
+        parts.append(f"admitting less: {progress.admission}")
     errors = progress.errors()
     parts.append(
         "errors " + (", ".join(f"{name} {count:,}" for name, count in sorted(errors.items())) if errors else "none")

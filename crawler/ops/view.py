@@ -16,16 +16,31 @@ from crawler.frontier.config import MAX_LEVELS
 from crawler.frontier.shards import ShardRouter
 from crawler.frontier.store import read_counts
 from crawler.ops.figures import FrontierFigures
+from crawler.redisconn.memory import server_memory, servers_of
 from crawler.redisconn.resp import text
 
 if TYPE_CHECKING:
     from crawler.redisconn.link import AnyRedis
 
 
-async def frontier_figures(client: AnyRedis, router: ShardRouter) -> FrontierFigures:
-    """Queued, leased, active, ready, sleeping and parked hosts, seen, due and dead URLs, summed over shards."""
+async def frontier_figures(client: AnyRedis, router: ShardRouter, memory_limit: int = 0) -> FrontierFigures:
+    """Queued, leased, active, ready, sleeping and parked hosts, seen, due and dead URLs, records, summed
+    over shards; the memory of the servers holding them (``memory_limit``: REDIS_MEMORY_LIMIT, bytes,
+    0: each server's maxmemory)."""
     shards = [await read_counts(client, keys) for keys in router.keys]
+    used = limit = 0
+    share = 0.0
+    for indexes in (await servers_of(client, [keys.leases for keys in router.keys])).values():
+        memory = await server_memory(client, router.keys[indexes[0]].leases)
+        server_limit = memory.limit(memory_limit)
+        used, limit = used + memory.used, limit + server_limit
+        if server_limit:
+            share = max(share, memory.used / server_limit)
     return FrontierFigures(
+        records=sum(c.records for c in shards),
+        memory_used=used,
+        memory_limit=limit,
+        memory_share=share,
         queued=sum(c.queued for c in shards),
         leased=sum(c.leased for c in shards),
         active_hosts=sum(c.active_hosts for c in shards),

@@ -69,6 +69,20 @@ async def server_memory(client: AnyRedis, key: str) -> ServerMemory:
     return ServerMemory(str(server), int(info.get("used_memory", 0)), int(info.get("maxmemory", 0)), str(policy))
 
 
+async def servers_of(client: AnyRedis, keys: list[str]) -> dict[str, list[int]]:
+    """The servers (cluster primaries, as ``host:port``; one ``redis`` otherwise) holding ``keys``: for
+    each, the indexes of the keys it holds."""
+    if not isinstance(client, RedisCluster):
+        return {"redis": list(range(len(keys)))}
+    await client.initialize()
+    by_server: dict[str, list[int]] = {}
+    for index, key in enumerate(keys):
+        node = client.get_node_from_key(key)
+        assert node is not None
+        by_server.setdefault(f"{node.host}:{node.port}", []).append(index)
+    return by_server
+
+
 async def primaries(client: AnyRedis) -> int:
     """How many servers hold data: the cluster's primaries, or 1."""
     if isinstance(client, RedisCluster):

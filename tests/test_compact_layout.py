@@ -1,0 +1,149 @@
+"""The compact Redis layout's building blocks, against a real redis-server: the scripts' arithmetic
+agrees with Python's, linear hashing keeps every entry findable through its splits, URL records
+read and written by Lua are byte-identical to Python's, memory-full scripts are refused before
+their first write, and a crawl of the first layout is refused with the way to start over."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import struct
+
+import pytest
+import redis
+from redis.asyncio import Redis
+
+from crawler.exceptions import ConfigurationError
+from crawler.frontier.compact import LinearHash, low24
+from crawler.frontier.keys import LAYOUT_VERSION, FrontierKeys
+from crawler.frontier.shards import ShardRouter, check_crawl_metadata
+from crawler.metadata.record import KIND_OTHER, UrlRecord, UrlState
+from crawler.schema import script_source
+from crawler.urls import url_fingerprint, url_key
+from tests.conftest import RedisServer
+
+
+def probe(client: redis.Redis, body: str, keys: list[str], *args: object) -> object:
+    source = script_source("crawler.frontier", "release")  # any script: the prelude and common.lua
+    shebang, _, rest = source.partition("\n")
+    helpers = rest[: rest.index("local P = ARGV[1]")]  # release.lua's own body starts there
+    return client.eval(f"{shebang}\n{helpers}\n{body}", len(keys), *keys, *args)
+
+
+def signed(value: int) -> int:
+    return struct.unpack(">q", value.to_bytes(8, "big"))[0]
+
+
+def test_low24_in_lua_is_python_s_for_signed_64_bit_keys(redis_server: RedisServer) -> None:
+    client = redis_server.client()
+    rng = random.Random(3)
+    keys = [0, 1, -1, 2**63 - 1, -(2**63), 16_777_216, -16_777_216, 10**9, -(10**9), 999_999_999]
+    keys += [signed(rng.getrandbits(64)) for _ in range(300)]
+    keys += [url_key(url_fingerprint(f"http://h{i}.test/p/{i}")) for i in range(100)]
+    answer = probe(client, "local out = {} for i = 1, #ARGV do out[i] = low24(ARGV[i]) end return out", [],
+                   *keys)
+    assert answer == [low24(key) for key in keys]
+
+
+def test_linear_hashing_splits_keep_every_entry_in_the_bucket_python_computes(redis_server: RedisServer) -> None:
+    """Entries added in batches through lh_open/lh_close: the structure splits as it grows, every
+    bucket holds only keys that hash to it, and Python's LinearHash finds each key's bucket."""
+    client = redis_server.client()
+    keys = FrontierKeys(f"lh-{random.getrandbits(32)}")
+    base = keys.exact(0)[:-1]
+    body = """
+local lh = lh_open(ARGV[1], 'seen', ARGV[2], 'set', 16)
+for i = 3, #ARGV do
+  if redis.call('SADD', lh_key(lh, low24(ARGV[i])), ARGV[i]) == 1 then
+    lh.added = lh.added + 1
+  end
+end
+lh_close(lh)
+return redis.call('GET', ARGV[1] .. K.lh .. 'seen')
+"""
+    rng = random.Random(5)
+    added: list[int] = []
+    for _ in range(20):
+        batch = [signed(rng.getrandbits(64)) for _ in range(100)]
+        state = probe(client, body, [keys.lh("seen")], keys.prefix, base, *batch)
+        added += batch
+    lh = LinearHash.parse(state)  # type: ignore[arg-type]
+    assert lh.entries == len(set(added)) == 2000
+    assert lh.buckets >= 2000 // 16
+    found = 0
+    for bucket in range(lh.buckets):
+        members = {int(m) for m in client.smembers(keys.exact(bucket))}
+        assert all(lh.bucket(member) == bucket for member in members), bucket
+        # No bucket has grown past a few times the load (each stays a small intset).
+        assert len(members) <= 16 * 4
+        found += len(members)
+    assert found == 2000
+
+
+def test_a_url_record_packed_by_lua_is_byte_identical_to_python_s(redis_server: RedisServer) -> None:
+    client = redis_server.client()
+    records = [
+        UrlRecord(UrlState.FETCHED, 1_700_000_000, 200, b"abcd", (2**64 - 1).to_bytes(8, "big"), 'W/"x"',
+                  1_699_999_999, 4_000_000_000, 65_535, 65_535, 65_535, 1_800_000_000, 1_600_000_000,
+                  1_700_000_000_999_999, 15, 255, KIND_OTHER, "https://a.example:8443/p?q=1", "a.example"),
+        UrlRecord(UrlState.DEAD, 5),
+        UrlRecord(UrlState.QUEUED, 0, url="http://b.example/x", host="c.example"),
+    ]
+    body = "local out = {} for i = 1, #ARGV do out[i] = record_pack(record_unpack(ARGV[i])) end return out"
+    packed = [record.pack() for record in records]
+    assert probe(client, body, [], *packed) == packed
+    # The host and URL as the scripts read them.
+    urls = probe(client, "local out = {} for i = 1, #ARGV do local r = record_unpack(ARGV[i]) "
+                 "out[i] = record_host(r) .. ' ' .. record_url(r) end return out", [], packed[0], packed[2])
+    assert urls == [b"a.example https://a.example:8443/p?q=1", b"c.example http://b.example/x"]
+
+
+def test_a_script_is_refused_before_its_first_write_when_redis_is_full(tmp_path: object) -> None:
+    """Every script carries flags (``#!lua``): over maxmemory Redis refuses one that may write before
+    it runs, so a crawl never sees a script stopped halfway (its writes so far kept)."""
+    from pathlib import Path
+
+    server = RedisServer(Path(str(tmp_path)) / "full")
+    server.start()
+    try:
+        client = server.client()
+        client.set("victim", "v")
+        client.config_set("maxmemory", "2mb")
+        client.config_set("maxmemory-policy", "noeviction")
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            for i in range(100_000):
+                client.set(f"fill:{i}", "x" * 1000)
+        before = client.dbsize()
+        # A DEL is allowed over maxmemory, a SET is not: a script without flags would delete the
+        # victim and then fail at the SET, half done.
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            probe(client, "redis.call('DEL', 'victim') redis.call('SET', 'first', '1') return 1", [])
+        assert client.dbsize() == before and client.exists("victim") and not client.exists("first")
+        # A script without writes (flags=no-writes: the record reader) still runs.
+        keys = FrontierKeys("full")
+        assert client.eval(script_source("crawler.metadata", "record"), 1, keys.lh("url"), keys.prefix, 1) == [b""]
+    finally:
+        server.stop()
+
+
+def test_a_crawl_of_the_first_layout_is_refused_with_the_way_to_start_over(redis_server: RedisServer) -> None:
+    crawl_id = f"old-{random.getrandbits(32)}"
+    router = ShardRouter(crawl_id)
+    client = redis_server.client()
+    # What a worker of the first layout left: a crawl meta without "layout".
+    client.hset(router.crawl_keys.crawl_key("meta"), mapping={"created": 1, "shards": 1})
+
+    async def check() -> None:
+        async_client = Redis.from_url(redis_server.url)
+        try:
+            await check_crawl_metadata(async_client, router)
+        finally:
+            await async_client.aclose()
+
+    with pytest.raises(ConfigurationError) as failure:
+        asyncio.run(check())
+    message = str(failure.value)
+    assert f"layout 1; this code keeps a crawl's state in layout {LAYOUT_VERSION}" in message
+    assert f"scrapy frontier reset --crawl-id {crawl_id} --yes" in message
+    # Nothing was written over the old crawl's metadata.
+    assert client.hget(router.crawl_keys.crawl_key("meta"), "layout") is None

@@ -1,0 +1,80 @@
+"""A crawl within a small Redis: bounded by its memory limit, degrading visibly, losing nothing.
+
+A redis-server with ``maxmemory 64mb`` (noeviction) holds the whole crawl: the
+Bloom filter and in-link sketch are sized within the limit (the default
+``SEEN_EXPECTED_URLS`` of 100 million would need ~114 MiB), and near the limit
+the crawl admits fewer new URLs instead of meeting an out-of-memory error.
+``FRONTIER_PAGE_BYTES`` (what a queued URL will take once fetched) is set
+high so that a short crawl reaches the admission thresholds: the policy counts
+``used + queued x page bytes``, as it does on a long crawl with the default.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crawler.frontier.compact import LinearHash
+from crawler.frontier.keys import FrontierKeys
+from crawler.redisconn.encodings import SERVER_CONFIG
+from support.mockweb import WebSpec
+from tests.conftest import RedisServer, run_crawl, stat
+
+SPEC = WebSpec(hosts=40, sizes="uniform:150", fanout=6, nav=3, cross=3, latency_ms=(2, 6))
+LIMIT = 64 * 2**20
+
+
+@pytest.fixture(scope="module")
+def small_redis(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    options = ["--maxmemory", str(LIMIT), "--maxmemory-policy", "noeviction"]
+    for name, value in SERVER_CONFIG.items():  # as docs/sizing.md says to run an external server
+        options += [f"--{name}", str(value)]
+    server = RedisServer(Path(tmp_path_factory.mktemp("small-redis")), options=tuple(options))
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_a_crawl_within_64_mb_runs_to_its_end_and_loses_nothing_it_admitted(
+    small_redis: RedisServer, mockweb_factory: Any, tmp_path: Path
+) -> None:
+    web = mockweb_factory(SPEC)
+    crawl_id = "small"
+    result = run_crawl(
+        "-a", f"urls={web.url(0)},{web.url(10)},{web.url(20)},{web.url(30)}",
+        settings={
+            "REDIS_URL": small_redis.url, "FRONTIER_CRAWL_ID": crawl_id, "CRAWL_DATA_DIR": tmp_path / "data",
+            "SEEN_EXPECTED_URLS": 100_000_000, "FRONTIER_MIN_DELAY": 0, "FRONTIER_DELAY_FACTOR": 0,
+            "FRONTIER_PAGE_BYTES": 48 * 1024, "FRONTIER_MEMORY_CHECK_INTERVAL": 0.2, "CONCURRENT_REQUESTS": 16,
+            "PROGRESS_INTERVAL": 2,
+        },
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert result.stats["finish_reason"] == "finished"
+    for never in ("OutOfMemoryError", "Traceback", "Frontier Redis error", "Scheduler close failure"):
+        assert never not in result.stderr, never
+    client = small_redis.client()
+    info = client.info("memory")
+    assert info["maxmemory"] == LIMIT and info["used_memory_peak"] < LIMIT
+    # The Bloom filter was sized within the limit (SEEN_BLOOM_SHARE of it), not for 100 million URLs.
+    meta = client.hgetall(FrontierKeys(crawl_id).crawl_key("meta"))
+    assert int(meta[b"bloom_bits"]) // 8 <= LIMIT // 8
+    # Near the limit it admitted fewer URLs, counted them, and said why, once per change, in the log
+    # and in the progress line.
+    refused = stat(result, "frontier/refused/memory")
+    assert refused > 0
+    assert "Redis memory committed at" in result.stderr
+    assert "admitting less: Redis memory committed" in result.stderr
+    assert result.stats["redis/memory_limit"] == LIMIT
+    # Nothing admitted was lost: every URL enqueued was fetched (a record each) and nothing is left
+    # queued or leased.
+    keys = FrontierKeys(crawl_id)
+    records = LinearHash.parse(client.get(keys.lh("url"))).entries
+    assert stat(result, "frontier/enqueued") == records == stat(result, "metadata/recorded") > 0
+    assert int(client.get(keys.queued) or 0) == 0 and client.zcard(keys.leases) == 0
+    assert client.hlen(keys.dead) == 0
+    # Some of the web was not crawled: the limit, not the web, ended the crawl.
+    assert records < sum(SPEC.pages(h) for h in range(SPEC.hosts))
