@@ -66,7 +66,7 @@ from crawler.frontier.config import FrontierConfig  # noqa: E402
 from crawler.frontier.keys import FrontierKeys  # noqa: E402
 from crawler.frontier.seen import SeenConfig  # noqa: E402
 from crawler.frontier.store import Completion, EnqueueEntry, RedisFrontier, read_counts  # noqa: E402
-from crawler.urls import bloom_positions, exact_key, url_fingerprint  # noqa: E402
+from crawler.urls import bloom_positions, url_fingerprint, url_key  # noqa: E402
 from support.mockweb import DelayAudit, LogEntry, WebSpec, delay_audit, free_port, host_ip, read_log, spec_arguments  # noqa: E402
 
 MIN_DELAY = 1.0  # the shipped FRONTIER_MIN_DELAY
@@ -252,9 +252,8 @@ SEEN = SeenConfig.sized(2_000_000, 0.01)
 
 def _entry(url: str, host: str) -> EnqueueEntry:
     fingerprint = url_fingerprint(url)
-    key = exact_key(fingerprint)
     positions = bloom_positions(fingerprint, SEEN.bloom_bits, SEEN.bloom_hashes)
-    return EnqueueEntry(key, positions, SEEN.exact_set(key), host, host, 1, 0, url.encode())
+    return EnqueueEntry(url_key(fingerprint), positions, host, host, 1, 0, url.encode())
 
 
 async def _open_hosts(frontier: RedisFrontier, client: Redis, prefix: str, hosts: int, wait_ms: int,

@@ -79,10 +79,10 @@ async def memory(client: Redis, urls: int) -> None:
     elapsed = time.perf_counter() - started
     bloom = int(await client.memory_usage(frontier.keys.bloom, samples=0) or 0)
     exact = 0
-    sets = 2**seen.exact_set_bits
+    sets = 0
     encodings: dict[bytes, int] = {}
-    for index in range(sets):
-        key = frontier.keys.exact(index)
+    async for key in client.scan_iter(match=frontier.keys.exact(0)[:-1] + "*", count=1000):
+        sets += 1
         exact += int(await client.memory_usage(key, samples=0) or 0)
         encoding = await client.object("encoding", key)
         encodings[encoding] = encodings.get(encoding, 0) + 1

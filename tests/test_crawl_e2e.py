@@ -12,9 +12,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import msgpack
 import pytest
 
+from crawler.frontier.codec import stored_url
 from crawler.frontier.keys import FrontierKeys
 from support.mockweb import WebSpec, host_index, parse_page_path, politeness
 from tests.conftest import ROOT, MockWeb, RedisServer, RunningCrawl, crawl_command, crawl_env, run_crawl, stat
@@ -114,10 +114,10 @@ def read_leased_urls(server: RedisServer, crawl_id: str) -> set[str]:
     client = server.client()
     urls = set()
     for member in client.zrange(keys.leases, 0, -1):
-        request_id = member.split(b" ")[2]
-        blob = client.hget(keys.requests, request_id)
+        leaseno, _level, _id, host = member.decode().split(" ", 3)
+        blob = client.hget(keys.leased, leaseno)
         assert blob is not None
-        urls.add(msgpack.unpackb(blob)[1])
+        urls.add(stored_url(blob, host))
     return urls
 
 

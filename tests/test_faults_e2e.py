@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import msgpack
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from crawler.frontier.codec import stored_url
 from crawler.frontier.keys import FrontierKeys
 from crawler.urls import normalize_url
 from support.mockweb import WebSpec, host_index, parse_page_path, politeness
@@ -56,9 +56,10 @@ def leased_pages(server: RedisServer, crawl_id: str) -> set[tuple[int, int]]:
     client = server.client()
     pages = set()
     for member in client.zrange(keys.leases, 0, -1):
-        blob = client.hget(keys.requests, member.split(b" ")[2])
-        if blob is not None:
-            pages.add(page_of(msgpack.unpackb(blob)[1]))
+        leaseno, _level, _id, host = member.decode().split(" ", 3)
+        blob = client.hget(keys.leased, leaseno)
+        if blob is not None and not blob.startswith(b"@"):
+            pages.add(page_of(stored_url(blob, host)))
     return pages
 
 
