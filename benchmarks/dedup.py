@@ -29,6 +29,7 @@ from selectolax.lexbor import LexborHTMLParser  # noqa: E402
 from benchmarks.scratch_redis import scratch_redis  # noqa: E402
 from crawler.dedup.index import DedupIndex  # noqa: E402
 from crawler.dedup.text import content_simhash, visible_text, words  # noqa: E402
+from crawler.frontier.shards import ShardRouter  # noqa: E402
 from crawler.warc.records import payload_digest  # noqa: E402
 
 EDITS = ("timestamp", "banner", "token", "all three")
@@ -86,7 +87,8 @@ async def run(bases: int, port: int) -> None:
             break
         except OSError:
             await asyncio.sleep(0.05)
-    index = DedupIndex(client, "dedup-bench", 3)
+    await client.flushall()
+    index = DedupIndex(client, ShardRouter("dedup-bench"), 3)
     await index.open()
     base_pages = [page(article(rng), None, rng) for _ in range(bases)]
     copies = [(b, page(words_of(base_pages[b]), EDITS[i % 4], rng)) for i, b in enumerate(range(bases))]
@@ -100,7 +102,8 @@ async def run(bases: int, port: int) -> None:
 
     async def check_all(items: list[tuple[str, bytes, int | None]]) -> list[object]:
         return await asyncio.gather(*[
-            index.check("host.test", payload_digest(body), url, "2026-11-30T00:00:00Z", sh) for url, body, sh in items
+            index.check(url, url.split("/")[2], payload_digest(body), "2026-11-30T00:00:00Z", sh)
+            for url, body, sh in items
         ])
 
     await check_all([(f"http://b/{i}", html, sh) for i, (html, sh) in enumerate(zip(base_pages, base_hashes))])

@@ -92,10 +92,27 @@ def test_a_url_record_packed_by_lua_is_byte_identical_to_python_s(redis_server: 
     body = "local out = {} for i = 1, #ARGV do out[i] = record_pack(record_unpack(ARGV[i])) end return out"
     packed = [record.pack() for record in records]
     assert probe(client, body, [], *packed) == packed
-    # The host and URL as the scripts read them.
-    urls = probe(client, "local out = {} for i = 1, #ARGV do local r = record_unpack(ARGV[i]) "
-                 "out[i] = record_host(r) .. ' ' .. record_url(r) end return out", [], packed[0], packed[2])
-    assert urls == [b"a.example https://a.example:8443/p?q=1", b"c.example http://b.example/x"]
+    # Stored with its host by number, read with its host's name, handed out as Python wrote it.
+    prefix = FrontierKeys(f"hosts-{random.getrandbits(32)}").prefix
+    body = """
+local P = ARGV[1]
+local out = {}
+for i = 2, #ARGV do
+  local r = record_unpack(ARGV[i])
+  record_intern(P, r)
+  local stored = record_pack(r)
+  out[#out + 1] = #stored
+  out[#out + 1] = record_host(P, record_unpack(stored))
+  out[#out + 1] = record_external(P, stored)
+end
+return out
+"""
+    answer = probe(client, body, [], prefix, packed[0], packed[2], packed[0])
+    assert answer[1::3] == [b"a.example", b"c.example", b"a.example"]
+    assert answer[2::3] == [packed[0], packed[2], packed[0]]
+    # The host's name (9 bytes) became a 3-byte number, the same one again for the same host.
+    assert answer[0::3] == [len(packed[0]) - 6, len(packed[2]) - 6, len(packed[0]) - 6]
+    assert client.hlen(prefix + "hostid") == 2
 
 
 def test_a_script_is_refused_before_its_first_write_when_redis_is_full(tmp_path: object) -> None:
@@ -147,3 +164,51 @@ def test_a_crawl_of_the_first_layout_is_refused_with_the_way_to_start_over(redis
     assert f"scrapy frontier reset --crawl-id {crawl_id} --yes" in message
     # Nothing was written over the old crawl's metadata.
     assert client.hget(router.crawl_keys.crawl_key("meta"), "layout") is None
+
+
+@pytest.mark.parametrize("shards", [1, 4])
+def test_the_duplicate_index_finds_duplicates_across_hosts_and_shards(redis_server: RedisServer, shards: int) -> None:
+    """Exact and near duplicates found across hosts whatever shards hold the digest and the SimHash
+    blocks, each naming the first capture's URL (read from its record) and time."""
+    from crawler.dedup.index import DedupIndex
+    from crawler.warc.records import payload_digest
+
+    router = ShardRouter(f"dedup-{shards}-{random.getrandbits(32)}", shards)
+    rng = random.Random(shards)
+
+    async def main() -> None:
+        client = Redis.from_url(redis_server.url)
+        index = DedupIndex(client, router, 3)
+        await index.open()
+        try:
+            originals = [(f"http://h{i}.example/articles/{i}-original.html", rng.getrandbits(64)) for i in range(40)]
+            for i, (url, simhash) in enumerate(originals):
+                verdict = await index.check(url, f"h{i}.example", payload_digest(url.encode()),
+                                            f"2026-12-01T00:00:{i:02d}.123456Z", simhash)
+                assert (verdict.duplicate_of, verdict.near_duplicate_of) == (None, None)
+            for i, (url, simhash) in enumerate(originals):
+                # The same payload on another host: an exact duplicate of the first capture.
+                copy = f"http://copy{i}.example/x/{i}"
+                verdict = await index.check(copy, f"copy{i}.example", payload_digest(url.encode()),
+                                            "2026-12-02T00:00:00Z", rng.getrandbits(64))
+                assert verdict.duplicate_of == (url, f"2026-12-01T00:00:{i:02d}.123456Z")
+                # Three bits away (one in each of three blocks) on a third host: a near duplicate.
+                near = simhash ^ (1 << 3) ^ (1 << 20) ^ (1 << 40)
+                verdict = await index.check(f"http://near{i}.example/{i}", f"near{i}.example",
+                                            payload_digest(f"near {i}".encode()), "2026-12-02T00:00:01Z", near)
+                assert (verdict.near_duplicate_of, verdict.distance) == (url, 3)
+                # Found under block 1 only (blocks 0, 2 and 3 differ): its reference is under its block 0.
+                other = simhash ^ (1 << 60) ^ (1 << 3) ^ (1 << 20)
+                verdict = await index.check(f"http://other{i}.example/{i}", f"other{i}.example",
+                                            payload_digest(f"other {i}".encode()), "2026-12-02T00:00:01Z", other)
+                assert (verdict.near_duplicate_of, verdict.distance) == (url, 3)
+            # Four bits away: not a near duplicate.
+            far = originals[0][1] ^ 0b1111
+            verdict = await index.check("http://far.example/", "far.example", payload_digest(b"far"),
+                                        "2026-12-02T00:00:02Z", far)
+            assert verdict.near_duplicate_of is None
+        finally:
+            await index.close()
+            await client.aclose()
+
+    asyncio.run(main())

@@ -333,11 +333,15 @@ def test_url_record_round_trip() -> None:
                        KIND_SITEMAP, "https://a.example:8443/p/1?q=2", "a.example")
     assert UrlRecord.unpack(record.pack()) == record
     assert record.simhash == 2**63 + 5
-    # The URL is kept once, after its scheme: the host is its first bytes.
-    assert len(record.pack()) == 55 + len('W/"e"') + len("a.example:8443/p/1?q=2")
+    # The URL is kept once, after its scheme: the host, then the rest in six bits per character.
+    assert len(record.pack()) == 55 + len('W/"e"') + len("a.example") + (len(":8443/p/1?q=2") + 3) // 4 * 3
     # A record whose host is not the start of its URL (a host queued under another name) keeps both.
     apart = replace(record, url="http://b.example/x", host="a.example")
     assert UrlRecord.unpack(apart.pack()) == apart
+    # A character outside the packing alphabet: the rest of the URL is kept as it is.
+    for url in ("http://a.example/Wiki/Main_Page", "http://a.example/%E2%82%AC?Q=1", "http://a.example/"):
+        plain = replace(record, url=url)
+        assert UrlRecord.unpack(plain.pack()) == plain
     # No URL, no digest, no SimHash (a dead letter's record): they stay empty.
     bare = UrlRecord(UrlState.DEAD, 1_700_000_000)
     assert UrlRecord.unpack(bare.pack()) == bare and len(bare.pack()) == 55
@@ -529,3 +533,16 @@ def test_record_ids_are_random_version_4_uuids() -> None:
         parsed = uuid.UUID(record_id[len("<urn:uuid:"):-1])
         assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
         assert str(parsed) == record_id[len("<urn:uuid:"):-1]
+
+
+def test_url_parts_pack_six_bits_per_character_and_back() -> None:
+    from crawler.metadata.record import pack_url_part, unpack_url_part
+
+    rng = random.Random(11)
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789/-._~?=&%:+,;!*'()@$ABCDEFG"
+    for length in range(0, 120):
+        part = "".join(rng.choice(alphabet) for _ in range(length)).encode()
+        packed = pack_url_part(part)
+        assert packed is not None and len(packed) == (length + 3) // 4 * 3
+        assert unpack_url_part(packed) == part
+    assert pack_url_part(b"/Path") is None and pack_url_part(b"/caf\xc3\xa9") is None

@@ -52,8 +52,9 @@ class DedupVerdict:
     unresolved: bool = False
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+def _record_url(packed: bytes) -> str | None:
+    """The URL of a record the script read (None if it has none)."""
+    return UrlRecord.unpack(packed).url or None
 
 
 class DedupIndex:
@@ -156,12 +157,12 @@ class DedupIndex:
                        near_ref: bytes, near_url: bytes) -> DedupVerdict:
         if first:
             date = warc_date_micros(int.from_bytes(first[14:22], "big"))
-            resolved = _text(first_url) if first_url else await self._url(first[4:14])
+            resolved = _record_url(first_url) if first_url else await self._url(first[4:14])
             if resolved is None:
                 return DedupVerdict(None, None, None, unresolved=True)
             return DedupVerdict((resolved, date), None, None)
         if near:
-            resolved = _text(near_url) if near_url else (await self._url(near_ref) if near_ref else None)
+            resolved = _record_url(near_url) if near_url else (await self._url(near_ref) if near_ref else None)
             if resolved is None:
                 return DedupVerdict(None, None, None, unresolved=True)
             return DedupVerdict(None, resolved, distance)

@@ -101,7 +101,7 @@ class BucketSizes:
             seen=max(8, min(1024, intset // 4)),
             records=max(8, min(128, hash_entries // 4)),
             digests=max(8, min(128, hash_entries // 4)),
-            due=max(8, min(256, zset_entries // 2)),
+            due=max(8, min(512, zset_entries // 2)),
         )
 
 

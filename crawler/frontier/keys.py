@@ -87,6 +87,9 @@ SHARD_KEYS: dict[str, ShardKey] = {
                         "duplicate index (linear hashing, state lh:dx)", "page"),
     "near": ShardKey("nd:", "hash", "<block>:<high byte>: low byte -> SimHashes with that 16-bit block (the "
                      "near-duplicate index)", "page"),
+    "host_ids": ShardKey("hostid", "hash", "host -> its number in the shard's URL records", "host"),
+    "host_names": ShardKey("hostname", "hash", "host number -> host", "host"),
+    "host_sequence": ShardKey("hostseq", "string", "the last host number given"),
 }
 
 #: Keys of the whole crawl, outside any shard (prefix ``frontier:{<crawl>}:``).

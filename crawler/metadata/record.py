@@ -3,17 +3,21 @@
 A record is a fixed binary head (:data:`RECORD_STRUCT`, little-endian; the Lua
 scripts read and write its fields by the positions :data:`RECORD_FIELDS` gives
 them, ``URLREC`` in the generated prelude, :mod:`crawler.schema`), then the
-ETag, then the URL after its ``scheme://``. The URL is the only copy the crawl
-keeps of it once fetched: the recrawl schedule and a revisit waiting in a
+ETag, then the URL after its ``scheme://``: the host it is queued under
+(which the scripts read: the first ``host_len`` bytes), then the rest of the
+URL, packed six bits to a character when every character of it is one of the
+63 most common in URLs (:func:`pack_url_part`: a quarter smaller; Python alone
+reads it). The URL is the only copy the crawl keeps of it once fetched: the recrawl schedule and a revisit waiting in a
 queue refer to the record by its URL key (:func:`url_key`), and the revisit
 request is built from it (:func:`crawler.frontier.codec.RequestCodec.decode`).
 
-About 55 bytes plus the ETag and the URL; stored in small hashes of the host's
+About 55 bytes plus the ETag, the host and three quarters of the rest of the URL; stored in small hashes of the host's
 shard (``url:<bucket>``, linear hashing) that stay listpacks.
 """
 
 from __future__ import annotations
 
+import binascii
 import struct
 from dataclasses import dataclass, replace
 from enum import IntEnum
@@ -46,9 +50,37 @@ FLAG_HTTPS = 4
 FLAG_HOST_APART = 8
 FLAG_DIGEST = 16
 FLAG_SIMHASH = 32
+#: The URL after its host is packed (:func:`pack_url_part`).
+FLAG_PACKED = 64
+#: In Redis, the host is the shard's 3-byte number for it (the scripts store records so, and hand
+#: them out with the host's name: Python never sees one).
+FLAG_HOST_ID = 128
 #: The names of the flags above, as the scripts know them (``URLREC_FLAG.<NAME>``).
 RECORD_FLAGS = ("KIND_PARSE", "KIND_SITEMAP", "KIND_OTHER", "KIND_MASK", "FLAG_HTTPS", "FLAG_HOST_APART",
-                "FLAG_DIGEST", "FLAG_SIMHASH")
+                "FLAG_DIGEST", "FLAG_SIMHASH", "FLAG_PACKED", "FLAG_HOST_ID")
+
+#: The characters a packed URL part may hold: the 63 most common in URLs after normalization, and
+#: NUL (never in a URL), the padding. Each is mapped to a base64 digit, and base64 decoding (in C)
+#: packs four of them into three bytes.
+_URL_ALPHABET = b"\0abcdefghijklmnopqrstuvwxyz0123456789/-._~?=&%:+,;!*'()@$ABCDEFG"
+_BASE64_DIGITS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+assert len(_URL_ALPHABET) == len(set(_URL_ALPHABET)) == 64
+_TO_DIGITS = bytes.maketrans(_URL_ALPHABET, _BASE64_DIGITS)
+_FROM_DIGITS = bytes.maketrans(_BASE64_DIGITS, _URL_ALPHABET)
+_PACKABLE = _URL_ALPHABET[1:]
+
+
+def pack_url_part(part: bytes) -> bytes | None:
+    """``part`` in six bits per character (padded at the front with NULs to a multiple of four
+    characters), or None when a character of it is not in the alphabet."""
+    if part.translate(None, _PACKABLE):
+        return None
+    padded = bytes((-len(part)) % 4) + part
+    return binascii.a2b_base64(padded.translate(_TO_DIGITS), strict_mode=True)
+
+
+def unpack_url_part(packed: bytes) -> bytes:
+    return binascii.b2a_base64(packed, newline=False).translate(_FROM_DIGITS).lstrip(b"\0")
 
 _MAX_U16 = 0xFFFF
 _MAX_U32 = 0xFFFFFFFF
@@ -111,10 +143,15 @@ class UrlRecord:
             host = self.host.encode("utf-8", "surrogateescape")[:255]
             host_len = len(host)
             if tail[:host_len] == host and tail[host_len : host_len + 1] in (b"", b":", b"/", b"?"):
-                url_part = tail
+                after = tail[host_len:]
             else:
                 flags |= FLAG_HOST_APART
-                url_part = host + tail
+                after = tail
+            packed = pack_url_part(after)
+            if packed is not None and len(packed) < len(after):
+                flags |= FLAG_PACKED
+                after = packed
+            url_part = host + after
         if self.digest:
             flags |= FLAG_DIGEST
         if self.simhash8:
@@ -136,13 +173,19 @@ class UrlRecord:
          host_len) = RECORD_STRUCT.unpack_from(blob)
         if version != RECORD_VERSION:
             raise ValueError(f"URL record of version {version}, this code reads {RECORD_VERSION}")
+        if flags & FLAG_HOST_ID:
+            raise ValueError("URL record with a host number: read it through the record script")
         start = RECORD_STRUCT.size
         etag = blob[start : start + etag_len].decode("utf-8", "replace")
         tail = blob[start + etag_len :]
         url = host = ""
         if tail:
-            host = tail[:host_len].decode("utf-8", "surrogateescape")
-            rest = tail[host_len:] if flags & FLAG_HOST_APART else tail
+            host_bytes = tail[:host_len]
+            after = tail[host_len:]
+            if flags & FLAG_PACKED:
+                after = unpack_url_part(after)
+            rest = after if flags & FLAG_HOST_APART else host_bytes + after
+            host = host_bytes.decode("utf-8", "surrogateescape")
             url = ("https://" if flags & FLAG_HTTPS else "http://") + rest.decode("utf-8", "surrogateescape")
         return cls(
             UrlState(state), fetched_at, status, digest if flags & FLAG_DIGEST else b"",

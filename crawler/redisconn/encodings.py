@@ -20,8 +20,8 @@ SERVER_CONFIG: dict[str, int] = {
     # URL records (50-200 bytes), duplicate-index buckets, near-duplicate SimHash strings.
     "hash-max-listpack-entries": 512,
     "hash-max-listpack-value": 1024,
-    # Recrawl schedule buckets.
-    "zset-max-listpack-entries": 256,
+    # Recrawl schedule buckets (512 URLs each: fewer keys, less overhead per URL).
+    "zset-max-listpack-entries": 1024,
     # Queues: every list node but the one at each end is LZF-compressed.
     "list-compress-depth": 1,
 }

@@ -21,11 +21,12 @@
 -- distance 3 share at least one block (pigeonhole), so the candidates are the
 -- SimHashes filed under this page's blocks (Manku, Jain, Das Sarma, WWW 2007):
 -- block i of value v is in hash P..K.near..'<i>:<v div 256>', field v mod
--- 256, a string of 8-byte SimHashes (block 0: 18-byte SimHash + reference
--- entries). The closest candidate within the distance wins.
+-- 256, a string of entries: the 6 bytes of the SimHash outside block i (the
+-- block's 2 bytes are the key and field), and under block 0 its reference
+-- too (16-byte entries). The closest candidate within the distance wins.
 -- A URL key whose shard is this one is resolved to its URL here.
--- Returns {first capture value or '', its URL or '', near SimHash or '',
---          distance or -1, its reference or '', its URL or ''}.
+-- Returns {first capture value or '', its URL record or '', near SimHash or '',
+--          distance or -1, its reference or '', its URL record or ''}.
 local P, here = ARGV[1], tonumber(ARGV[2])
 local digest_key, capture = ARGV[3], ARGV[4]
 local simhash, blocks, max_distance, mode = ARGV[5], ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -42,22 +43,23 @@ end
 
 if own_key ~= '' then
   local bucket = lh_key(records, low24(own_key))
-  if redis.call('HSETNX', bucket, own_key, own_record) == 1 then
+  if redis.call('HEXISTS', bucket, own_key) == 0 then
+    local record = record_unpack(own_record)
+    record_intern(P, record)
+    redis.call('HSET', bucket, own_key, record_pack(record))
     records.added = 1
   end
 end
 
--- The URL of a reference (URL key, then shard), when its record is in this shard.
+-- The record of a reference (URL key, then shard), when it is in this shard
+-- (Python reads its URL: the part after the host may be packed).
 local function url_of(reference)
   if #reference < 10 or struct.unpack('>H', reference, 9) ~= here then
     return ''
   end
   local key = int64_decimal(string.sub(reference, 1, 8))
   local packed = redis.call('HGET', lh_key(records, low24(key)), key)
-  if not packed then
-    return ''
-  end
-  return record_url(record_unpack(packed))
+  return packed and record_external(P, packed) or ''
 end
 
 if digest_key ~= '' then
@@ -80,14 +82,31 @@ local function block_of(i)
   return P .. K.near .. i .. ':' .. high, low
 end
 
-if mode == 3 then
-  local key, field = block_of(0)
-  local entries = redis.call('HGET', key, field) or ''
-  for j = 1, #entries, 18 do
-    if string.sub(entries, j, j + 7) == simhash then
-      local found = string.sub(entries, j + 8, j + 17)
-      return finish('', '', simhash, 0, found, url_of(found))
+-- A SimHash without block i (6 bytes), and whole again.
+local function outside(h, i)
+  return string.sub(h, 1, 2 * i) .. string.sub(h, 2 * i + 3, 8)
+end
+
+local function whole(rest, i)
+  return string.sub(rest, 1, 2 * i) .. string.sub(simhash, 2 * i + 1, 2 * i + 2) .. string.sub(rest, 2 * i + 1, 6)
+end
+
+-- The reference filed with a SimHash under its block 0 (when that is in this shard).
+local function reference_of(h)
+  local entries = redis.call('HGET', P .. K.near .. '0:' .. string.byte(h, 1), string.byte(h, 2)) or ''
+  local rest = outside(h, 0)
+  for j = 1, #entries, 16 do
+    if string.sub(entries, j, j + 5) == rest then
+      return string.sub(entries, j + 6, j + 15)
     end
+  end
+  return nil
+end
+
+if mode == 3 then
+  local found = reference_of(simhash)
+  if found then
+    return finish('', '', simhash, 0, found, url_of(found))
   end
   return finish('', '', '', -1, '', '')
 end
@@ -98,24 +117,24 @@ if mode ~= 2 then
   for x = 1, 255 do
     pop[x] = pop[math.floor(x / 2)] + x % 2
   end
-  local mine = {string.byte(simhash, 1, 8)}
   for n = 1, #blocks do
     local i = tonumber(string.sub(blocks, n, n))
     local key, field = block_of(i)
     local entries = redis.call('HGET', key, field)
     if entries then
-      local width = i == 0 and 18 or 8
+      local mine = {string.byte(outside(simhash, i), 1, 6)}
+      local width = i == 0 and 16 or 6
       for j = 1, #entries, width do
         local distance = 0
-        for b = 1, 8 do
+        for b = 1, 6 do
           distance = distance + pop[bit.bxor(mine[b], string.byte(entries, j + b - 1))]
           if distance >= best_distance then
             break
           end
         end
         if distance < best_distance then
-          best, best_distance = string.sub(entries, j, j + 7), distance
-          best_ref = i == 0 and string.sub(entries, j + 8, j + 17) or ''
+          best, best_distance = whole(string.sub(entries, j, j + 5), i), distance
+          best_ref = i == 0 and string.sub(entries, j + 6, j + 15) or ''
         end
       end
     end
@@ -123,15 +142,9 @@ if mode ~= 2 then
 end
 if best then
   if best_ref == '' and string.find(blocks, '0', 1, true) then
-    -- Found under another block: its reference is filed under its block 0, here too.
-    local high, low = string.byte(best, 1), string.byte(best, 2)
-    local entries = redis.call('HGET', P .. K.near .. '0:' .. high, low) or ''
-    for j = 1, #entries, 18 do
-      if string.sub(entries, j, j + 7) == best then
-        best_ref = string.sub(entries, j + 8, j + 17)
-        break
-      end
-    end
+    -- Found under another block: its reference is filed under its block 0, here too on one shard
+    -- (else the caller asks the shard of that block).
+    best_ref = reference_of(best) or ''
   end
   return finish('', '', best, best_distance, best_ref, url_of(best_ref))
 end
@@ -139,9 +152,9 @@ if mode == 1 or mode == 2 then
   for n = 1, #blocks do
     local i = tonumber(string.sub(blocks, n, n))
     local key, field = block_of(i)
-    local entry = simhash
+    local entry = outside(simhash, i)
     if i == 0 then
-      entry = simhash .. ref
+      entry = entry .. ref
     end
     redis.call('HSET', key, field, (redis.call('HGET', key, field) or '') .. entry)
   end

@@ -72,7 +72,7 @@ local function resolved(entry)
   if entry and string.byte(entry, 1) == 64 then
     local key = string.sub(entry, 2)
     local record = redis.call('HGET', lh_key(records, low24(key)), key)
-    return record and ('#' .. record) or ''
+    return record and ('#' .. record_external(P, record)) or ''
   end
   return entry or ''
 end

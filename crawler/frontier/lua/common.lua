@@ -299,12 +299,63 @@ local function record_pack(r)
   return struct.pack(URLREC_FORMAT, unpack(r, 1, URLREC_COUNT)) .. r.etag .. r.tail
 end
 
-local function record_host(r)
-  return string.sub(r.tail, 1, r[URLREC.host_len])
-end
-
 local function record_has(r, flag)
   return math.floor(r[URLREC.flags] / flag) % 2 == 1
+end
+
+-- A stored record keeps its host as a 3-byte number of the shard
+-- (URLREC_FLAG.FLAG_HOST_ID; K.host_ids, K.host_names), not its name: the
+-- scripts store records so (record_intern) and hand them out with the name
+-- again (record_external); Python only sees names. Past 2^24 hosts in a
+-- shard, records keep the name.
+local HOST_ID = URLREC_FLAG.FLAG_HOST_ID
+
+local function host_number(P, host)
+  local id = redis.call('HGET', P .. K.host_ids, host)
+  if id then
+    return tonumber(id)
+  end
+  id = redis.call('INCR', P .. K.host_sequence)
+  if id >= 16777216 then
+    return nil
+  end
+  redis.call('HSET', P .. K.host_ids, host, id)
+  redis.call('HSET', P .. K.host_names, id, host)
+  return id
+end
+
+local function record_intern(P, r)
+  local n = r[URLREC.host_len]
+  if n == 0 or record_has(r, HOST_ID) then
+    return
+  end
+  local id = host_number(P, string.sub(r.tail, 1, n))
+  if id then
+    r.tail = string.char(math.floor(id / 65536), math.floor(id / 256) % 256, id % 256) .. string.sub(r.tail, n + 1)
+    r[URLREC.host_len] = 3
+    r[URLREC.flags] = r[URLREC.flags] + HOST_ID
+  end
+end
+
+local function record_host(P, r)
+  local head = string.sub(r.tail, 1, r[URLREC.host_len])
+  if record_has(r, HOST_ID) then
+    local a, b, c = string.byte(head, 1, 3)
+    return redis.call('HGET', P .. K.host_names, a * 65536 + b * 256 + c) or ''
+  end
+  return head
+end
+
+local function record_external(P, packed)
+  local r = record_unpack(packed)
+  if not record_has(r, HOST_ID) then
+    return packed
+  end
+  local host = record_host(P, r)
+  r.tail = host .. string.sub(r.tail, 4)
+  r[URLREC.host_len] = #host
+  r[URLREC.flags] = r[URLREC.flags] - HOST_ID
+  return record_pack(r)
 end
 
 -- A record for a URL key the store has none of: every field at its default.
@@ -442,19 +493,4 @@ local function int64_decimal(b)
     out = '-' .. out
   end
   return out
-end
-
--- A record's URL, whole.
-local function record_url(r)
-  local tail = r.tail
-  if tail == '' then
-    return ''
-  end
-  if record_has(r, URLREC_FLAG.FLAG_HOST_APART) then
-    tail = string.sub(tail, r[URLREC.host_len] + 1)
-  end
-  if record_has(r, URLREC_FLAG.FLAG_HTTPS) then
-    return 'https://' .. tail
-  end
-  return 'http://' .. tail
 end

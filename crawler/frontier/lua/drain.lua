@@ -30,7 +30,7 @@ local function take(b)
       if packed then
         local record = record_unpack(packed)
         if record[URLREC.state] ~= URL_STATE.DEAD then
-          local host, level = record_host(record), record[URLREC.level]
+          local host, level = record_host(P, record), record[URLREC.level]
           if redis.call('SISMEMBER', P .. K.active, host) == 1 then
             redis.call('LPUSH', back_key(P, host, level), '@' .. key)
           else

@@ -130,6 +130,7 @@ end
 if new[F.observations] > 0 and new[F.first_fetch] == 0 then
   new[F.first_fetch] = new[F.fetched_at]
 end
+record_intern(P, new)
 redis.call('HSET', bucket, key, record_pack(new))
 lh_close(records)
 
