@@ -108,7 +108,7 @@ SEEN_BLOOM_SHARE = 0.125
 # Seconds between two looks at Redis memory (the admission of new URLs near the limit).
 FRONTIER_MEMORY_CHECK_INTERVAL = 5.0
 # Bytes of Redis a queued URL will take once fetched (its record, duplicate index and
-# schedule entries: ~250 measured, docs/sizing.md): near the memory limit, the URLs
+# schedule entries: 230 measured, docs/sizing.md): near the memory limit, the URLs
 # already admitted must still fit.
 FRONTIER_PAGE_BYTES = 300
 

@@ -161,9 +161,11 @@ def test_crawl_with_metrics_progress_and_report(
     assert process.returncode == 0, stderr[-3000:]
     assert scraped is not None, "the metrics endpoint never showed pages and frontier figures"
     for name in ("crawler_responses_total", "crawler_fetch_latency_seconds_bucket", "crawler_frontier_active_hosts",
-                 "crawler_pages_per_second"):
+                 "crawler_pages_per_second", "crawler_redis_memory_used_bytes", "crawler_redis_bytes_per_page"):
         assert name in scraped
     assert re.search(r"Progress: \d+ pages \([\d.]+/s now, [\d.]+/s overall\) \| queued", stderr)
+    # Redis memory in the progress line (the test's redis-server has no maxmemory: no share).
+    assert re.search(r"\| Redis [\d.]+ MiB, [\d,]+ B/page \|", stderr)
     assert "Final Progress: " in stderr
     assert report.exists() and "<svg" in report.read_text()
     # The shared record: totals and a timeline in Redis.
@@ -211,6 +213,8 @@ def test_frontier_command_seed_stats_hosts_drain_report_reset(
     assert (tmp_path / "data" / crawl_id / "report.html").exists()
     stats = frontier_command("stats", settings=settings)
     assert re.search(r"pages fetched\s+\d+", stats.stdout) and "status codes" in stats.stdout
+    assert re.search(r"URL records\s+[1-9]", stats.stdout), stats.stdout
+    assert re.search(r"redis memory\s+[\d.]+ MiB, [\d,]+ B/page", stats.stdout), stats.stdout
     assert re.search(r"queued URLs\s+0\b", stats.stdout), stats.stdout
     hosts = frontier_command("hosts", "--top", "3", settings=settings)
     assert hosts.returncode == 0
