@@ -65,6 +65,9 @@ def test_a_crawl_within_64_mb_runs_to_its_end_and_loses_nothing_it_admitted(
     # Near the limit it admitted fewer URLs, counted them, and said why in the log (the progress
     # line's wording is tested in test_ops).
     refused = stat(result, "frontier/refused/memory")
+    print(f"64 MB Redis: {stat(result, 'frontier/enqueued'):,} URLs admitted and fetched, {refused:,} refused; "
+          f"used_memory peak {info['used_memory_peak'] / 2**20:.1f} MiB; Bloom filter "
+          f"{int(meta[b'bloom_bits']) // 8 / 2**20:.1f} MiB")
     assert refused > 0
     assert "Redis memory committed at" in result.stderr
     assert result.stats["redis/memory_limit"] == LIMIT
@@ -77,3 +80,30 @@ def test_a_crawl_within_64_mb_runs_to_its_end_and_loses_nothing_it_admitted(
     assert client.hlen(keys.dead) == 0
     # Some of the web was not crawled: the limit, not the web, ended the crawl.
     assert records < sum(SPEC.pages(h) for h in range(SPEC.hosts))
+
+
+@pytest.mark.parametrize(("options", "setting", "words"), [
+    # 16 MB cannot hold a Bloom filter, the in-link sketch and room to work: the figure it needs.
+    (("--maxmemory", "16mb", "--maxmemory-policy", "noeviction"), "REDIS_MEMORY_LIMIT",
+     ("too small for this crawl", "need a limit of at least")),
+    # A server that evicts keys when full would lose queued URLs and records in silence.
+    (("--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"), "REDIS_URL",
+     ("maxmemory-policy allkeys-lru", "noeviction")),
+])
+def test_a_redis_the_crawl_cannot_live_in_is_refused_at_start_in_one_line(
+    options: tuple[str, ...], setting: str, words: tuple[str, ...], tmp_path: Path
+) -> None:
+    server = RedisServer(tmp_path / "redis", options=options)
+    server.start()
+    try:
+        result = run_crawl("-a", "urls=http://127.0.0.1:9/", settings={
+            "REDIS_URL": server.url, "FRONTIER_CRAWL_ID": "refused", "CRAWL_DATA_DIR": tmp_path / "data",
+            "SEEN_EXPECTED_URLS": 100_000_000,
+        }, timeout=120)
+    finally:
+        server.stop()
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if setting in line]
+    assert lines, result.stderr[-3000:]
+    assert all(word in lines[0] for word in words), lines[0]
+    assert "Traceback" not in result.stderr

@@ -27,9 +27,11 @@ from crawler.exceptions import ConfigurationError
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.shards import shard_count
+from crawler.frontier.sizing import CrawlSizes, check_fits, planned_sizes
 from crawler.middlewares.identity import check_identity
 from crawler.policy.backoff import BackoffPolicy
 from crawler.redisconn.config import RedisConfig
+from crawler.redisconn.memory import ServerMemory
 from crawler.robots.policy import RobotsConfig
 from crawler.secrets import redact, redact_url
 from crawler.settings_parsing import get_int
@@ -91,7 +93,7 @@ def preflight(settings: BaseSettings, spider_cls: type, spider_name: str, spider
     crawl_id = str(settings.get("FRONTIER_CRAWL_ID") or spider_name)
     FrontierConfig.from_settings(settings, crawl_id)
     redis_config = RedisConfig.from_settings(settings, crawl_id)
-    shard_count(settings, crawl_id)
+    shards = shard_count(settings, crawl_id)
     if redis_config.url is None:
         if shutil.which(redis_config.server_binary) is None:
             raise ConfigurationError(
@@ -112,9 +114,18 @@ def preflight(settings: BaseSettings, spider_cls: type, spider_name: str, spider
         client = redis.Redis.from_url(redis_config.url, socket_connect_timeout=3, socket_timeout=3,
                                       **({"password": redis_config.password} if redis_config.password else {}))
         client.ping()
+        info = client.info("memory")
         client.close()
     except (redis.exceptions.RedisError, OSError, ValueError) as exc:
         raise ConfigurationError("REDIS_URL", f"cannot reach Redis at {redact_url(redis_config.url)}: {exc}") from None
+    # The server's memory: an evicting policy, or a limit too small for the crawl's fixed costs,
+    # stop the crawl here in one line (the scheduler checks again, with the crawl's recorded sizes).
+    memory = ServerMemory(redact_url(redis_config.url), int(info.get("used_memory", 0)),
+                          int(info.get("maxmemory", 0)), str(info.get("maxmemory_policy", "noeviction")))
+    memory.check_policy()
+    limit = memory.limit(redis_config.memory_limit)
+    seen, cells = planned_sizes(settings, shards, shards, limit)
+    check_fits(CrawlSizes(seen, cells, limit), shards, memory.server)
 
 
 class Command(ScrapyCrawlCommand):

@@ -53,6 +53,36 @@ def _int(value: object) -> int | None:
     return int(value.decode() if isinstance(value, bytes) else str(value))
 
 
+def planned_sizes(settings: BaseSettings, shards: int, per_node: int, limit: int) -> tuple[SeenConfig, int]:
+    """Each shard's Bloom filter and in-link cells for a limit (bytes, 0: none) shared by ``per_node``
+    shards of ``shards``."""
+    wanted = SeenConfig.from_settings(settings)
+    expected = max(wanted.expected_urls // shards, 1000)
+    bloom_cap = int(limit * get_float(settings, "SEEN_BLOOM_SHARE", minimum=0.001) / per_node) if limit else 0
+    seen = SeenConfig.sized(expected, wanted.false_positive_rate, bloom_cap)
+    cells = get_int(settings, "PRIORITY_INLINK_CELLS", minimum=0)
+    if limit and cells:
+        cells = max(1024, min(cells, limit // 16 // per_node))
+    return seen, cells
+
+
+def check_fits(sizes: CrawlSizes, per_node: int, server: str) -> None:
+    """Refuse a limit too small for the crawl's fixed costs and some room to work, naming the figure."""
+    limit = sizes.memory_limit
+    if not limit:
+        return
+    fixed = sizes.fixed_bytes(per_node)
+    if fixed + WORKING_ROOM > limit // 2:
+        need = 2 * (fixed + WORKING_ROOM)
+        raise ConfigurationError(
+            "REDIS_MEMORY_LIMIT",
+            f"{limit / 2**20:.0f} MiB of Redis memory (at {server}) is too small for this crawl: its fixed costs, "
+            f"{per_node} shard(s) of Bloom filter ({sizes.seen.bloom_bits // 8 / 2**20:.1f} MiB each) and in-link "
+            f"sketch ({sizes.inlink_cells / 2**20:.1f} MiB each), and room to work, need a limit of at least "
+            f"{need / 2**20:.0f} MiB",
+        )
+
+
 async def crawl_sizes(
     client: AnyRedis, router: ShardRouter, settings: BaseSettings, configured_limit: int
 ) -> CrawlSizes:
@@ -62,28 +92,12 @@ async def crawl_sizes(
     limit = memory.limit(configured_limit)
     nodes = await primaries(client)
     per_node = math.ceil(router.count / nodes)
-    wanted = SeenConfig.from_settings(settings)
-    expected = max(wanted.expected_urls // router.count, 1000)
-    bloom_cap = int(limit * get_float(settings, "SEEN_BLOOM_SHARE", minimum=0.001) / per_node) if limit else 0
-    seen = SeenConfig.sized(expected, wanted.false_positive_rate, bloom_cap)
-    cells = get_int(settings, "PRIORITY_INLINK_CELLS", minimum=0)
-    if limit and cells:
-        cells = max(1024, min(cells, limit // 16 // per_node))
+    seen, cells = planned_sizes(settings, router.count, per_node, limit)
     key = router.crawl_keys.crawl_key("meta")
     await client.hsetnx(key, "bloom_bits", seen.bloom_bits)
     await client.hsetnx(key, "inlink_cells", cells)
     bits = _int(await client.hget(key, "bloom_bits")) or seen.bloom_bits
     cells = _int(await client.hget(key, "inlink_cells")) or 0
-    sizes = CrawlSizes(SeenConfig.of_bits(expected, wanted.false_positive_rate, bits), cells, limit)
-    if limit:
-        fixed = sizes.fixed_bytes(per_node)
-        if fixed + WORKING_ROOM > limit // 2:
-            need = 2 * (fixed + WORKING_ROOM)
-            raise ConfigurationError(
-                "REDIS_MEMORY_LIMIT",
-                f"{limit / 2**20:.0f} MiB of Redis memory (at {memory.server}) is too small for this crawl: its "
-                f"fixed costs, {per_node} shard(s) of Bloom filter ({bits // 8 / 2**20:.1f} MiB each) and in-link "
-                f"sketch ({cells / 2**20:.1f} MiB each), and room to work, need a limit of at least "
-                f"{need / 2**20:.0f} MiB",
-            )
+    sizes = CrawlSizes(SeenConfig.of_bits(seen.expected_urls, seen.false_positive_rate, bits), cells, limit)
+    check_fits(sizes, per_node, memory.server)
     return sizes

@@ -111,26 +111,30 @@ if mode == 3 then
   return finish('', '', '', -1, '', '')
 end
 
+-- Bits set in a 24-bit number (SWAR: no loop, no table).
+local band, rshift, bxor = bit.band, bit.rshift, bit.bxor
+local function bits24(x)
+  x = x - band(rshift(x, 1), 0x555555)
+  x = band(x, 0x333333) + band(rshift(x, 2), 0x333333)
+  x = band(x + rshift(x, 4), 0x0F0F0F)
+  return band(x, 0xFF) + band(rshift(x, 8), 0xFF) + rshift(x, 16)
+end
+
 local best, best_distance, best_ref = nil, max_distance + 1, ''
 if mode ~= 2 then
-  local pop = {[0] = 0}
-  for x = 1, 255 do
-    pop[x] = pop[math.floor(x / 2)] + x % 2
-  end
   for n = 1, #blocks do
     local i = tonumber(string.sub(blocks, n, n))
     local key, field = block_of(i)
     local entries = redis.call('HGET', key, field)
     if entries then
-      local mine = {string.byte(outside(simhash, i), 1, 6)}
+      local m1, m2, m3, m4, m5, m6 = string.byte(outside(simhash, i), 1, 6)
+      local high, low = m1 * 65536 + m2 * 256 + m3, m4 * 65536 + m5 * 256 + m6
       local width = i == 0 and 16 or 6
       for j = 1, #entries, width do
-        local distance = 0
-        for b = 1, 6 do
-          distance = distance + pop[bit.bxor(mine[b], string.byte(entries, j + b - 1))]
-          if distance >= best_distance then
-            break
-          end
+        local e1, e2, e3, e4, e5, e6 = string.byte(entries, j, j + 5)
+        local distance = bits24(bxor(high, e1 * 65536 + e2 * 256 + e3))
+        if distance < best_distance then
+          distance = distance + bits24(bxor(low, e4 * 65536 + e5 * 256 + e6))
         end
         if distance < best_distance then
           best, best_distance = whole(string.sub(entries, j, j + 5), i), distance
