@@ -83,13 +83,26 @@ def warc_date_micros(micros: int) -> str:
     return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{micro:06d}Z"
 
 
+#: The last whole second :func:`micros_of_warc_date` read, and its epoch second (a crawl's dates
+#: mostly fall in the same second as the one before: no date parsing for them).
+_last_read: list[Any] = ["", 0]
+
+
 def micros_of_warc_date(text: str) -> int:
     """Epoch microseconds of a WARC date (``2026-01-02T03:04:05Z``, with or without a fraction); 0 if unreadable."""
     head, _, fraction = text.rstrip("Z").partition(".")
-    try:
-        second = int(datetime.strptime(head, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC).timestamp())
-    except ValueError:
-        return 0
+    if head == _last_read[0]:
+        second = _last_read[1]
+    else:
+        try:
+            if len(head) != 19 or head[4] != "-" or head[7] != "-" or head[10] != "T" or head[13] != ":" \
+                    or head[16] != ":":
+                return 0
+            second = int(datetime(int(head[0:4]), int(head[5:7]), int(head[8:10]), int(head[11:13]),
+                                  int(head[14:16]), int(head[17:19]), tzinfo=UTC).timestamp())
+        except ValueError:
+            return 0
+        _last_read[0], _last_read[1] = head, second
     digits = (fraction + "000000")[:6]
     return second * 1_000_000 + (int(digits) if digits.isdigit() else 0)
 

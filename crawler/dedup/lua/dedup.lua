@@ -42,11 +42,9 @@ local function finish(...)
 end
 
 if own_key ~= '' then
-  local bucket = lh_key(records, low24(own_key))
-  if redis.call('HEXISTS', bucket, own_key) == 0 then
-    local record = record_unpack(own_record)
-    record_intern(P, record)
-    redis.call('HSET', bucket, own_key, record_pack(record))
+  -- As Python packed it (the host by name): the metadata script stores the full record, the
+  -- host by number, moments later.
+  if redis.call('HSETNX', lh_key(records, low24(own_key)), own_key, own_record) == 1 then
     records.added = 1
   end
 end
