@@ -92,7 +92,7 @@ def micros_of_warc_date(text: str) -> int:
     """Epoch microseconds of a WARC date (``2026-01-02T03:04:05Z``, with or without a fraction); 0 if unreadable."""
     head, _, fraction = text.rstrip("Z").partition(".")
     if head == _last_read[0]:
-        second = _last_read[1]
+        second = int(_last_read[1])
     else:
         try:
             if len(head) != 19 or head[4] != "-" or head[7] != "-" or head[10] != "T" or head[13] != ":" \
