@@ -44,12 +44,7 @@ for _, member in ipairs(expired) do
   redis.call('ZREM', leases, member)
   local leaseno, level, id, host = parse_member(member)
   if leaseno then
-    local entry = nil
-    if id ~= ROBOTS_ID then
-      entry = redis.call('HGET', leased, leaseno)
-      redis.call('HDEL', leased, leaseno)
-    end
-    requeue(P, host, level, entry, now, grouped)
+    requeue(P, leaseno, id, host, level, now, grouped)
   end
 end
 

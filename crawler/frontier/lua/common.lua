@@ -133,10 +133,16 @@ local function free_group(P, host, at)
   return group, #waiting > 0
 end
 
--- Put a leased entry back at the head of its level in its host's back queue
--- (nil for a robots.txt lease, whose request never left the queue) and make
--- the host ready at `at` (the host kept its back queue while in flight).
-local function requeue(P, host, level, entry, at, grouped)
+-- Give a lease's entry back (an expired or released lease): it leaves the
+-- leased hash for the head of its level in its host's back queue (a
+-- robots.txt lease has none: its request never left the queue), and the host
+-- is ready at `at` (it kept its back queue while in flight).
+local function requeue(P, leaseno, id, host, level, at, grouped)
+  local entry = nil
+  if id ~= ROBOTS_ID then
+    entry = redis.call('HGET', P .. K.leased, leaseno)
+    redis.call('HDEL', P .. K.leased, leaseno)
+  end
   if entry then
     redis.call('RPUSH', back_key(P, host, level), entry)
     redis.call('INCR', P .. K.queued)

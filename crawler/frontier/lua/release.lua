@@ -9,18 +9,12 @@ local P = ARGV[1]
 local now = ARGV[2]
 local grouped = ARGV[3] == '1'
 local leases = KEYS[1]
-local leased = P .. K.leased
 local released = 0
 for i = 4, #ARGV do
   if redis.call('ZREM', leases, ARGV[i]) == 1 then
     local leaseno, level, id, host = parse_member(ARGV[i])
     if leaseno then
-      local entry = nil
-      if id ~= ROBOTS_ID then
-        entry = redis.call('HGET', leased, leaseno)
-        redis.call('HDEL', leased, leaseno)
-      end
-      requeue(P, host, level, entry, now, grouped)
+      requeue(P, leaseno, id, host, level, now, grouped)
       released = released + 1
     end
   end
