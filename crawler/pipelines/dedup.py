@@ -26,7 +26,7 @@ from crawler.frontier.shards import ShardRouter
 from crawler.items import PageItem
 from crawler.redisconn.provider import RedisProvider
 from crawler.settings_parsing import get_bool, get_int
-from crawler.urls import NormalizationConfig, UrlError, normalize_url
+from crawler.urls import NormalizationConfig, UrlError, normalize_page_url
 from crawler.urls.normalize import DEFAULT_CONFIG as DEFAULT_NORMALIZATION
 from crawler.warc.records import payload_digest, warc_date
 
@@ -82,7 +82,7 @@ class DedupPipeline:
         if item.status != 200 or not item.body:
             return item
         try:
-            url, host = normalize_url(item.url, self.normalization)
+            url, host = normalize_page_url(item.url, self.normalization)
         except UrlError:
             return item
         try:

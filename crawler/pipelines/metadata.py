@@ -34,7 +34,7 @@ from crawler.policy.hostquality import HostQualityCache
 from crawler.policy.priority import HostQuality
 from crawler.redisconn.provider import RedisProvider
 from crawler.settings_parsing import get_bool, get_float, get_int, is_set
-from crawler.urls import NormalizationConfig, UrlError, normalize_url, url_fingerprint
+from crawler.urls import NormalizationConfig, UrlError, normalize_page_url, url_fingerprint
 from crawler.urls.fingerprint import bloom_positions
 from crawler.urls.normalize import DEFAULT_CONFIG as DEFAULT_NORMALIZATION
 
@@ -125,7 +125,7 @@ class UrlMetadataPipeline:
         if not isinstance(item, PageItem) or self.store is None:
             return item
         try:
-            url, host = normalize_url(item.url, self.normalization)
+            url, host = normalize_page_url(item.url, self.normalization)
         except UrlError:
             return item
         content = 200 <= item.status < 300 and item.payload_digest is not None

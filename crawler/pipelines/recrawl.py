@@ -44,7 +44,7 @@ from crawler.policy.priority import PriorityPolicy, PrioritySignals
 from crawler.policy.recrawl import ChangeHistory, RecrawlPolicy, plan_revisit
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
 from crawler.settings_parsing import get_bool
-from crawler.urls import NormalizationConfig, UrlError, normalize_url, url_fingerprint, url_key
+from crawler.urls import NormalizationConfig, UrlError, normalize_page_url, url_fingerprint, url_key
 from crawler.warc.records import micros_of_warc_date, warc_date
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ class RecrawlPipeline:
         if item.callback not in _REVISITED or not (200 <= item.status < 300 or item.status == 304):
             return item
         try:
-            url, host = normalize_url(item.url, self.normalization)
+            url, host = normalize_page_url(item.url, self.normalization)
         except UrlError:
             return item
         revisit = self.plan(item, host)

@@ -1,7 +1,13 @@
 """URLs: normalization, fingerprints, filters and registered domains (pure, no I/O)."""
 
 from crawler.urls.fingerprint import bloom_positions, url_fingerprint, url_key
-from crawler.urls.normalize import NORMALIZATION_VERSION, NormalizationConfig, UrlError, normalize_url
+from crawler.urls.normalize import (
+    NORMALIZATION_VERSION,
+    NormalizationConfig,
+    UrlError,
+    normalize_page_url,
+    normalize_url,
+)
 
 __all__ = [
     "NORMALIZATION_VERSION",
@@ -9,6 +15,7 @@ __all__ = [
     "UrlError",
     "bloom_positions",
     "host_of",
+    "normalize_page_url",
     "normalize_url",
     "url_fingerprint",
     "url_key",

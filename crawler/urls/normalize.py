@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from urllib.parse import quote, unquote
 
 import idna
@@ -227,6 +228,13 @@ def normalize_url(url: str, config: NormalizationConfig = DEFAULT_CONFIG) -> tup
     """Return ``(normalized_url, host)`` for an absolute http(s) URL, or raise :class:`UrlError`."""
     normalized, host, _ = normalize_url_parts(url, config)
     return normalized, host
+
+
+@lru_cache(maxsize=1024)
+def normalize_page_url(url: str, config: NormalizationConfig = DEFAULT_CONFIG) -> tuple[str, str]:
+    """:func:`normalize_url` of a fetched page's URL, remembered (bounded) for the item pipelines that
+    each need it (duplicates, metadata, recrawl): normalized once per page."""
+    return normalize_url(url, config)
 
 
 def normalize_url_parts(url: str, config: NormalizationConfig = DEFAULT_CONFIG) -> tuple[str, str, str]:
