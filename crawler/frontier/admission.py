@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from crawler.policy.memory import ADMIT_ALL, Admission, MemoryPolicy
+from crawler.policy.memory import Admission, MemoryPolicy
 from crawler.redisconn.memory import ServerMemory, server_memory, servers_of
 
 if TYPE_CHECKING:
@@ -114,14 +114,3 @@ class MemoryWatch:
         if not self.servers:
             return None
         return max(self.servers.values(), key=lambda fill: fill.share)
-
-    def fetch_allowed(self, frontier: RedisFrontier) -> bool:
-        return frontier.admission.fetch
-
-    def summary(self) -> dict[str, Any]:
-        """The fullest server's figures (for the progress line and metrics)."""
-        fullest = self.fullest
-        if fullest is None:
-            return {}
-        return {"used": fullest.memory.used, "limit": fullest.limit, "share": fullest.share,
-                "restricted": fullest.admission is not ADMIT_ALL}

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import binascii
 import struct
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import IntEnum
 
 from crawler.urls.fingerprint import url_key
 
 __all__ = [
-    "RECORD_FIELDS", "RECORD_STRUCT", "RECORD_VERSION", "UrlRecord", "UrlState", "empty_record", "url_key",
+    "RECORD_FIELDS", "RECORD_STRUCT", "RECORD_VERSION", "UrlRecord", "UrlState", "url_key",
 ]
 
 RECORD_VERSION = 2
@@ -193,18 +193,7 @@ class UrlRecord:
             next_visit, first_fetch, captured, level, depth, flags & KIND_MASK, url, host,
         )
 
-    def fields(self) -> dict[str, object]:
-        """The head's fields by name (as :data:`RECORD_FIELDS` names them)."""
-        return dict(zip(RECORD_FIELDS, RECORD_STRUCT.unpack_from(self.pack())))
-
-    def with_history(self, observations: int, changes: int) -> UrlRecord:
-        return replace(self, observations=observations, changes=changes)
-
     @property
     def simhash(self) -> int | None:
         return int.from_bytes(self.simhash8, "big") if len(self.simhash8) == 8 else None
 
-
-def empty_record() -> UrlRecord:
-    """A record with every field at its default (what a script starts from for a URL it has no record of)."""
-    return UrlRecord(UrlState.QUEUED, 0)

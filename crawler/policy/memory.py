@@ -44,10 +44,6 @@ class Admission:
     #: Why it admits less than everything ("" when it admits everything).
     reason: str = ""
 
-    @property
-    def restricted(self) -> bool:
-        return bool(self.reason)
-
 
 #: Everything admitted (no limit, or far from it).
 ADMIT_ALL = Admission(level=255, new_hosts=True)
@@ -84,9 +80,6 @@ class MemoryPolicy:
                              f"priority levels 0-{level} of {self.levels} admitted")
         return ADMIT_ALL
 
-    def fixed_costs_fit(self, fixed: int) -> bool:
-        """Whether a crawl whose fixed costs (Bloom filter, sketch) take ``fixed`` bytes fits the limit."""
-        return self.limit <= 0 or fixed <= self.limit // 2
 
 
 def parse_size(value: object, setting: str) -> int:
