@@ -18,16 +18,13 @@ from crawler.frontier.compact import LinearHash, low24
 from crawler.frontier.keys import LAYOUT_VERSION, FrontierKeys
 from crawler.frontier.shards import ShardRouter, check_crawl_metadata
 from crawler.metadata.record import KIND_OTHER, UrlRecord, UrlState
-from crawler.schema import script_source
+from crawler.schema import compose, script_source
 from crawler.urls import url_fingerprint, url_key
 from tests.conftest import RedisServer
 
 
 def probe(client: redis.Redis, body: str, keys: list[str], *args: object) -> object:
-    source = script_source("crawler.frontier", "release")  # any script: the prelude and common.lua
-    shebang, _, rest = source.partition("\n")
-    helpers = rest[: rest.index("local P = ARGV[1]")]  # release.lua's own body starts there
-    return client.eval(f"{shebang}\n{helpers}\n{body}", len(keys), *keys, *args)
+    return client.eval(compose("#!lua", body), len(keys), *keys, *args)  # with the helpers it uses
 
 
 def signed(value: int) -> int:

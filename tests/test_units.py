@@ -483,7 +483,7 @@ def test_the_lua_scripts_build_keys_and_read_records_only_through_the_schema() -
     from crawler.frontier.keys import SHARD_KEYS
     from crawler.metadata.record import RECORD_FLAGS
     from crawler.metadata.store import RECORD_FIELDS, UrlState
-    from crawler.schema import lua_prelude
+    from crawler.schema import compose
 
     scripts = sorted(Path(__file__).resolve().parent.parent.joinpath("crawler").rglob("*.lua"))
     assert len(scripts) >= 11
@@ -501,8 +501,27 @@ def test_the_lua_scripts_build_keys_and_read_records_only_through_the_schema() -
     for table, known in names.items():
         assert used[table] <= known, (table, used[table] - known)
     assert used["K"] and used["URLREC"] and used["URLREC_FLAG"]
-    prelude = lua_prelude()
+    prelude = compose("#!lua", "return {K, URLREC, URL_STATE}")
     assert "ready = 'ready'" in prelude and "next_visit = 6" in prelude and "DEAD = 3" in prelude
+
+
+def test_a_script_is_loaded_with_the_schema_as_literals_and_only_the_helpers_it_uses() -> None:
+    """Redis runs a script's whole text on every call: compose() defines no schema table and no
+    helper the script does not use (directly or through another helper), and refuses a name the
+    schema does not have."""
+    from crawler.schema import compose, script_source
+
+    source = compose("#!lua", "return {P .. K.ready, URLREC.flags, low24(ARGV[1])}")
+    assert source.startswith("#!lua\n")
+    assert "'ready'" in source and "K.ready" not in source and "local K =" not in source
+    assert "local function low24" in source and "local LH_MOD" in source  # low24 needs LH_MOD
+    assert "local function due_insert" not in source and "local function lh_close" not in source
+    schedule = script_source("crawler.frontier", "schedule")
+    for helper in ("due_insert", "due_find", "due_remove", "record_unpack", "record_pack", "lh_key", "fmt"):
+        assert f"local function {helper}(" in schedule, helper
+    assert "local function back_pop(" not in schedule and "local function requeue(" not in schedule
+    with pytest.raises(ValueError, match="K.nope"):
+        compose("#!lua", "return P .. K.nope")
 
 
 def test_the_committed_settings_reference_is_the_generated_one() -> None:

@@ -77,8 +77,9 @@ class BucketSizes:
     converts a key back to its compact encoding, so no bucket may pass the limit even for a moment.
     Linear hashing lets a bucket about to be split hold twice the average, and chance some more:
     its average is a quarter of the limit; a recrawl-schedule bucket is split as soon as it passes
-    its size, which is half the limit. The defaults suit Redis' own defaults; :meth:`from_config`
-    sizes them for a server's settings."""
+    its size, which is half the limit but at most 128 (each ``ZADD`` scans a listpack: 10 us into
+    512 members against 3 into 128, for under a byte per entry of key overhead). The defaults suit
+    Redis' own defaults; :meth:`from_config` sizes them for a server's settings."""
 
     seen: int = 128
     records: int = 32
@@ -101,7 +102,7 @@ class BucketSizes:
             seen=max(8, min(1024, intset // 4)),
             records=max(8, min(128, hash_entries // 4)),
             digests=max(8, min(128, hash_entries // 4)),
-            due=max(8, min(512, zset_entries // 2)),
+            due=max(8, min(128, zset_entries // 2)),
         )
 
 

@@ -3,8 +3,8 @@
 All keys of one crawl shard share one hash tag (:func:`shard_tag`), so a Lua
 script touching several of them stays within one Redis Cluster slot. Python
 builds them through :class:`FrontierKeys`; the Lua scripts through the ``K``
-table of the prelude generated from the same schema
-(:func:`crawler.schema.lua_prelude`): ``P .. K.ready``, ``P .. K.queue .. host``.
+names (written in as literals when a script is loaded) from the same schema
+(:func:`crawler.schema.compose`): ``P .. K.ready``, ``P .. K.queue .. host``.
 A contract test checks that every key a script builds is one named here, and
 each key says what its size grows with (``grows``: the sizing page,
 ``docs/sizing.md``, and ``benchmarks/memory.py`` read it).

@@ -119,11 +119,13 @@ local function bits24(x)
 end
 
 local best, best_distance, best_ref = nil, max_distance + 1, ''
+local held = {}  -- block -> its entries as read by the scan (the add appends to them)
 if mode ~= 2 then
   for n = 1, #blocks do
     local i = tonumber(string.sub(blocks, n, n))
     local key, field = block_of(i)
     local entries = redis.call('HGET', key, field)
+    held[i] = entries or ''
     if entries then
       local m1, m2, m3, m4, m5, m6 = string.byte(outside(simhash, i), 1, 6)
       local high, low = m1 * 65536 + m2 * 256 + m3, m4 * 65536 + m5 * 256 + m6
@@ -158,7 +160,7 @@ if mode == 1 or mode == 2 then
     if i == 0 then
       entry = entry .. ref
     end
-    redis.call('HSET', key, field, (redis.call('HGET', key, field) or '') .. entry)
+    redis.call('HSET', key, field, (held[i] or redis.call('HGET', key, field) or '') .. entry)
   end
 end
 return finish('', '', '', -1, '', '')

@@ -1,4 +1,4 @@
--- Shared helpers, prepended to every frontier script (after the prelude).
+-- Shared helpers: each script is loaded with those it uses (crawler/schema.py compose).
 -- Key layout (see crawler/frontier/keys.py): every key starts with the shard
 -- prefix P, which carries the shard's hash tag.
 
@@ -385,12 +385,12 @@ end
 -- `max` entries is split in two at a time boundary; an empty one is removed.
 -- The earliest due URLs are at the start of the first bucket.
 local function due_find(P, t)
-  local found = redis.call('ZREVRANGEBYSCORE', P .. K.due, t, '-inf', 'LIMIT', 0, 1)
+  local found = redis.call('ZREVRANGEBYSCORE', P .. K.due, t, '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
   if #found > 0 then
-    return found[1]
+    return found[1], tonumber(found[2])
   end
-  found = redis.call('ZRANGE', P .. K.due, 0, 0)
-  return found[1]
+  found = redis.call('ZRANGE', P .. K.due, 0, 0, 'WITHSCORES')
+  return found[1], tonumber(found[2])
 end
 
 local function due_take(P, b, key)
@@ -435,11 +435,11 @@ end
 -- moves to a new bucket whose bound is the half's first time), so a bucket
 -- never holds more than max + 1 entries, equal times included.
 local function due_insert(P, key, t, max)
-  local b = due_find(P, t)
+  local b, bound = due_find(P, t)
   if not b then
     b = tostring(redis.call('INCR', P .. K.due_sequence))
     redis.call('ZADD', P .. K.due, t, b)
-  elseif tonumber(redis.call('ZSCORE', P .. K.due, b)) > t then
+  elseif bound > t then
     redis.call('ZADD', P .. K.due, t, b)  -- below every bucket: the first one reaches down to t
   end
   local bucket = P .. K.due_bucket .. b

@@ -29,7 +29,6 @@ local threshold = tonumber(ARGV[3])
 local P, host, flags, positions, cells = ARGV[4], ARGV[5], tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
 local window = tonumber(ARGV[9])
 local records = urls_open(P, tonumber(ARGV[10]))
-local F = URLREC
 local DIGEST, SIMHASH = URLREC_FLAG.FLAG_DIGEST, URLREC_FLAG.FLAG_SIMHASH
 
 local function distance(a, b)
@@ -47,16 +46,16 @@ end
 local function set_flag(r, flag, on)
   local has = record_has(r, flag)
   if on and not has then
-    r[F.flags] = r[F.flags] + flag
+    r[URLREC.flags] = r[URLREC.flags] + flag
   elseif has and not on then
-    r[F.flags] = r[F.flags] - flag
+    r[URLREC.flags] = r[URLREC.flags] - flag
   end
 end
 
 -- The content fields of `from` (digest, SimHash, length, outlinks and their flags) into `to`.
 local function keep_content(to, from)
-  to[F.digest], to[F.simhash], to[F.length], to[F.outlinks] = from[F.digest], from[F.simhash], from[F.length],
-    from[F.outlinks]
+  to[URLREC.digest], to[URLREC.simhash] = from[URLREC.digest], from[URLREC.simhash]
+  to[URLREC.length], to[URLREC.outlinks] = from[URLREC.length], from[URLREC.outlinks]
   set_flag(to, DIGEST, record_has(from, DIGEST))
   set_flag(to, SIMHASH, record_has(from, SIMHASH))
 end
@@ -75,60 +74,61 @@ local changed, previous = -1, 0
 local new_digest = record_has(new, DIGEST)
 if old_packed then
   local old = record_unpack(old_packed)
-  local since = new[F.fetched_at] - old[F.fetched_at]
-  if window > 0 and math.abs(since) < window and new[F.status] == old[F.status]
-      and new_digest and record_has(old, DIGEST) and new[F.digest] == old[F.digest] then
+  local since = new[URLREC.fetched_at] - old[URLREC.fetched_at]
+  if window > 0 and math.abs(since) < window and new[URLREC.status] == old[URLREC.status]
+      and new_digest and record_has(old, DIGEST) and new[URLREC.digest] == old[URLREC.digest] then
     local counts = redis.call('HMGET', quality, host .. '|n', host .. '|e', host .. '|d')
-    return {0, old[F.observations], old[F.changes], old[F.fetched_at], old[F.first_fetch], inlink_count(),
+    return {0, old[URLREC.observations], old[URLREC.changes], old[URLREC.fetched_at], old[URLREC.first_fetch],
+            inlink_count(),
             tonumber(counts[1] or '0'), tonumber(counts[2] or '0'), tonumber(counts[3] or '0'), 1}
   end
-  previous = old[F.fetched_at]
-  new[F.observations] = old[F.observations]
-  new[F.changes] = old[F.changes]
-  new[F.first_fetch] = old[F.first_fetch]
-  new[F.next_visit] = old[F.next_visit]
-  new[F.level] = old[F.level]
-  if new[F.captured] == 0 then
-    new[F.captured] = old[F.captured]
+  previous = old[URLREC.fetched_at]
+  new[URLREC.observations] = old[URLREC.observations]
+  new[URLREC.changes] = old[URLREC.changes]
+  new[URLREC.first_fetch] = old[URLREC.first_fetch]
+  new[URLREC.next_visit] = old[URLREC.next_visit]
+  new[URLREC.level] = old[URLREC.level]
+  if new[URLREC.captured] == 0 then
+    new[URLREC.captured] = old[URLREC.captured]
   end
-  if new[F.status] == 304 and record_has(old, DIGEST) then
+  if new[URLREC.status] == 304 and record_has(old, DIGEST) then
     -- Not modified: the stored content stands (validators refreshed if sent).
     keep_content(new, old)
     new_digest = true
     if new.etag == '' then new.etag = old.etag end
-    if new[F.last_modified] == 0 then new[F.last_modified] = old[F.last_modified] end
+    if new[URLREC.last_modified] == 0 then new[URLREC.last_modified] = old[URLREC.last_modified] end
   end
   if new_digest then
     if record_has(old, DIGEST) then
       changed = 0
-      if new[F.digest] ~= old[F.digest] then
+      if new[URLREC.digest] ~= old[URLREC.digest] then
         local far = true
         if record_has(new, SIMHASH) and record_has(old, SIMHASH) then
-          far = distance(new[F.simhash], old[F.simhash]) > threshold
+          far = distance(new[URLREC.simhash], old[URLREC.simhash]) > threshold
         end
         if far then
           changed = 1
         end
       end
-      new[F.observations] = math.min(65535, new[F.observations] + 1)
-      new[F.changes] = math.min(65535, new[F.changes] + changed)
+      new[URLREC.observations] = math.min(65535, new[URLREC.observations] + 1)
+      new[URLREC.changes] = math.min(65535, new[URLREC.changes] + changed)
     else
-      new[F.observations] = math.min(65535, new[F.observations] + 1)
-      new[F.first_fetch] = new[F.fetched_at]
+      new[URLREC.observations] = math.min(65535, new[URLREC.observations] + 1)
+      new[URLREC.first_fetch] = new[URLREC.fetched_at]
     end
   else
     -- A failed fetch keeps the last good content fields.
     keep_content(new, old)
-    new.etag, new[F.last_modified] = old.etag, old[F.last_modified]
+    new.etag, new[URLREC.last_modified] = old.etag, old[URLREC.last_modified]
   end
 else
-  new[F.observations] = new_digest and 1 or 0
-  new[F.changes] = 0
-  new[F.first_fetch] = new_digest and new[F.fetched_at] or 0
+  new[URLREC.observations] = new_digest and 1 or 0
+  new[URLREC.changes] = 0
+  new[URLREC.first_fetch] = new_digest and new[URLREC.fetched_at] or 0
   records.added = 1
 end
-if new[F.observations] > 0 and new[F.first_fetch] == 0 then
-  new[F.first_fetch] = new[F.fetched_at]
+if new[URLREC.observations] > 0 and new[URLREC.first_fetch] == 0 then
+  new[URLREC.first_fetch] = new[URLREC.fetched_at]
 end
 record_intern(P, new)
 redis.call('HSET', bucket, key, record_pack(new))
@@ -146,5 +146,5 @@ if math.floor(flags / 2) % 2 == 1 then
 end
 
 -- The in-link estimate: the smallest of the URL's sketch counters.
-return {changed, new[F.observations], new[F.changes], previous, new[F.first_fetch], inlink_count(), pages, errors,
-        near, 0}
+return {changed, new[URLREC.observations], new[URLREC.changes], previous, new[URLREC.first_fetch], inlink_count(),
+        pages, errors, near, 0}
