@@ -598,3 +598,58 @@ def test_the_c_resp_encoder_is_built_and_refuses_what_python_refuses() -> None:
         for encode in (resp.command, resp.command_python):
             with pytest.raises(error):
                 encode(b"SET", bad)
+
+
+def test_frontier_local_requests_reaches_the_intake() -> None:
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+
+    from crawler.frontier.scheduler import FrontierScheduler
+
+    class TeamSpider(Spider):
+        name = "team"
+
+    crawler = get_crawler(TeamSpider, settings_dict={"ADDONS": {"crawler.addon.CrawlerAddon": 0},
+                                                     "FRONTIER_LOCAL_REQUESTS": 123,
+                                                     "REDIS_URL": "redis://127.0.0.1:1/0"})
+    scheduler = FrontierScheduler.from_crawler(crawler)
+    assert scheduler.intake.local_requests == 123
+
+
+def test_every_parsed_setting_is_used() -> None:
+    """Each field of a settings dataclass (one with ``from_settings``) is read somewhere: by another
+    module through an object other than ``self``, or by its own module. A field parsed and then
+    never passed on (FRONTIER_LOCAL_REQUESTS once) fails here. And every setting crawler/defaults.py
+    declares is read by name outside it."""
+    import ast
+    import dataclasses
+    import importlib
+    from pathlib import Path
+
+    from crawler import defaults
+
+    root = Path(__file__).resolve().parent.parent / "crawler"
+    trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in root.rglob("*.py")}
+
+    def reads(tree: ast.AST, *, own: bool) -> set[str]:
+        return {node.attr for node in ast.walk(tree)
+                if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)
+                and (own or not (isinstance(node.value, ast.Name) and node.value.id == "self"))}
+
+    checked = 0
+    for path, tree in trees.items():
+        for cls in (node for node in tree.body if isinstance(node, ast.ClassDef)):
+            if not any(isinstance(item, ast.FunctionDef) and item.name == "from_settings" for item in cls.body):
+                continue
+            module = ".".join(("crawler", *path.relative_to(root).with_suffix("").parts)).removesuffix(".__init__")
+            kind = getattr(importlib.import_module(module), cls.name)
+            if not dataclasses.is_dataclass(kind):
+                continue
+            used = set().union(*(reads(other, own=other_path == path) for other_path, other in trees.items()))
+            unused = [field.name for field in dataclasses.fields(kind) if field.name not in used]
+            assert not unused, f"{module}.{cls.name}: parsed, never read: {unused}"
+            checked += 1
+    assert checked >= 10
+    sources = "\n".join(path.read_text(encoding="utf-8") for path in trees if path.name != "defaults.py")
+    unread = [name for name in defaults.names() if f'"{name}"' not in sources]
+    assert not unread, f"declared in crawler/defaults.py, never read: {unread}"

@@ -146,6 +146,7 @@ class FrontierScheduler(BaseScheduler):
             self.levels,
             stats,
             local_seen_size=config.local_seen_size,
+            local_requests=config.local_requests,
             priority=priority,
             host_quality=host_quality,
             clock=self.clock,
