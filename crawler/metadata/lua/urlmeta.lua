@@ -136,8 +136,8 @@ lh_close(records)
 
 -- The host's quality counters (pages, errors, near duplicates).
 local pages = redis.call('HINCRBY', quality, host .. '|n', 1)
-local errors = tonumber(redis.call('HGET', quality, host .. '|e') or '0')
-local near = tonumber(redis.call('HGET', quality, host .. '|d') or '0')
+local counts = redis.call('HMGET', quality, host .. '|e', host .. '|d')
+local errors, near = tonumber(counts[1] or '0'), tonumber(counts[2] or '0')
 if flags % 2 == 1 then
   errors = redis.call('HINCRBY', quality, host .. '|e', 1)
 end
