@@ -118,16 +118,23 @@ local function bits24(x)
   return band(x, 0xFF) + band(rshift(x, 8), 0xFF) + rshift(x, 16)
 end
 
+-- This page's blocks held here, each read once: its hash and field, the SimHash outside it, and
+-- (after the scan) the entries filed under it, which the add appends to.
+local mine = {}
+for n = 1, #blocks do
+  local i = string.byte(blocks, n) - 48
+  local key, field = block_of(i)
+  mine[n] = {i = i, key = key, field = field, rest = outside(simhash, i)}
+end
+
 local best, best_distance, best_ref = nil, max_distance + 1, ''
-local held = {}  -- block -> its entries as read by the scan (the add appends to them)
 if mode ~= 2 then
-  for n = 1, #blocks do
-    local i = tonumber(string.sub(blocks, n, n))
-    local key, field = block_of(i)
-    local entries = redis.call('HGET', key, field)
-    held[i] = entries or ''
+  for _, block in ipairs(mine) do
+    local i = block.i
+    local entries = redis.call('HGET', block.key, block.field)
+    block.entries = entries or ''
     if entries then
-      local m1, m2, m3, m4, m5, m6 = string.byte(outside(simhash, i), 1, 6)
+      local m1, m2, m3, m4, m5, m6 = string.byte(block.rest, 1, 6)
       local high, low = m1 * 65536 + m2 * 256 + m3, m4 * 65536 + m5 * 256 + m6
       local width = i == 0 and 16 or 6
       for j = 1, #entries, width do
@@ -153,14 +160,10 @@ if best then
   return finish('', '', best, best_distance, best_ref, url_of(best_ref))
 end
 if mode == 1 or mode == 2 then
-  for n = 1, #blocks do
-    local i = tonumber(string.sub(blocks, n, n))
-    local key, field = block_of(i)
-    local entry = outside(simhash, i)
-    if i == 0 then
-      entry = entry .. ref
-    end
-    redis.call('HSET', key, field, (held[i] or redis.call('HGET', key, field) or '') .. entry)
+  for _, block in ipairs(mine) do
+    local entry = block.i == 0 and block.rest .. ref or block.rest
+    local entries = block.entries or redis.call('HGET', block.key, block.field) or ''
+    redis.call('HSET', block.key, block.field, entries .. entry)
   end
 end
 return finish('', '', '', -1, '', '')
