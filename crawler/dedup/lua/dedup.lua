@@ -77,7 +77,7 @@ end
 
 local function block_of(i)
   local high, low = string.byte(simhash, 2 * i + 1), string.byte(simhash, 2 * i + 2)
-  return P .. K.near .. i .. ':' .. high, low
+  return P .. K.near .. string.format('%d:%d', i, high), string.format('%d', low)
 end
 
 -- A SimHash without block i (6 bytes), and whole again.

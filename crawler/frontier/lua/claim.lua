@@ -77,7 +77,7 @@ local function host_of_entry(entry)
   return string.sub(entry, 1, string.find(entry, ' ', 1, true) - 1)
 end
 local function take(level, may_open)
-  local queue = P .. K.front .. level
+  local queue = string.format('%s%s%d', P, K.front, level)
   if may_open then
     return redis.call('RPOP', queue)
   end
@@ -260,7 +260,7 @@ if max_claim > 0 then
         else
           push2(held, leaseno, entry)
         end
-        local member = leaseno .. ' ' .. level .. ' ' .. leased_id .. ' ' .. host
+        local member = string.format('%s %d %s %s', leaseno, level, leased_id, host)
         push2(new_leases, lease_until, member)
         claimed[#claimed + 1] = member
         claimed[#claimed + 1] = blob

@@ -2,8 +2,11 @@
 -- Key layout (see crawler/frontier/keys.py): every key starts with the shard
 -- prefix P, which carries the shard's hash tag.
 
+-- A whole number as decimal digits (times in ms, counts, bucket numbers). Lua numbers are doubles:
+-- tostring, `..` and '%.0f' format them as floats (glibc's slow path); '%d' as an integer. A
+-- fraction is rounded.
 local function fmt(n)
-  return string.format('%.0f', n)
+  return string.format('%d', math.floor(n + 0.5))
 end
 
 -- A lease member is "<leaseno> <level> <id> <host>": id is the lease number
@@ -74,7 +77,7 @@ end
 -- request given back returns to the right (the head). A host's queue is empty
 -- when none of its level lists exists.
 local function back_key(P, host, level)
-  return P .. K.queue .. host .. ':' .. level
+  return string.format('%s%s%s:%d', P, K.queue, host, level)
 end
 
 local function back_pop(P, host, levels)
@@ -280,7 +283,7 @@ local function lh_close(lh)
       lh.s = 0
     end
   end
-  redis.call('SET', lh.state, lh.L .. ' ' .. lh.s .. ' ' .. fmt(lh.n))
+  redis.call('SET', lh.state, string.format('%d %d %d', lh.L, lh.s, lh.n))
 end
 
 -- URL records (crawler/metadata/record.py): a binary head (URLREC_FORMAT),
@@ -385,7 +388,7 @@ end
 -- `max` entries is split in two at a time boundary; an empty one is removed.
 -- The earliest due URLs are at the start of the first bucket.
 local function due_find(P, t)
-  local found = redis.call('ZREVRANGEBYSCORE', P .. K.due, t, '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local found = redis.call('ZREVRANGEBYSCORE', P .. K.due, fmt(t), '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
   if #found > 0 then
     return found[1], tonumber(found[2])
   end
@@ -412,8 +415,9 @@ end
 local function due_remove(P, key, t)
   local offset = 0
   local found
+  local ts = fmt(t)
   repeat
-    found = redis.call('ZREVRANGEBYSCORE', P .. K.due, t, '-inf', 'WITHSCORES', 'LIMIT', offset, 8)
+    found = redis.call('ZREVRANGEBYSCORE', P .. K.due, ts, '-inf', 'WITHSCORES', 'LIMIT', offset, 8)
     for i = 1, #found, 2 do
       if due_take(P, found[i], key) then
         return true
@@ -436,14 +440,15 @@ end
 -- never holds more than max + 1 entries, equal times included.
 local function due_insert(P, key, t, max)
   local b, bound = due_find(P, t)
+  local ts = fmt(t)
   if not b then
-    b = tostring(redis.call('INCR', P .. K.due_sequence))
-    redis.call('ZADD', P .. K.due, t, b)
+    b = fmt(redis.call('INCR', P .. K.due_sequence))
+    redis.call('ZADD', P .. K.due, ts, b)
   elseif bound > t then
-    redis.call('ZADD', P .. K.due, t, b)  -- below every bucket: the first one reaches down to t
+    redis.call('ZADD', P .. K.due, ts, b)  -- below every bucket: the first one reaches down to t
   end
   local bucket = P .. K.due_bucket .. b
-  if redis.call('ZADD', bucket, t, key) == 1 then
+  if redis.call('ZADD', bucket, ts, key) == 1 then
     redis.call('INCR', P .. K.due_count)
   end
   local n = redis.call('ZCARD', bucket)
@@ -452,7 +457,7 @@ local function due_insert(P, key, t, max)
   end
   local half = math.floor(n / 2)
   local moving = redis.call('ZRANGE', bucket, half, -1, 'WITHSCORES')
-  local fresh = tostring(redis.call('INCR', P .. K.due_sequence))
+  local fresh = fmt(redis.call('INCR', P .. K.due_sequence))
   local add = batch('ZADD', P .. K.due_bucket .. fresh)
   for i = 1, #moving, 2 do
     push2(add, moving[i + 1], moving[i])

@@ -135,14 +135,14 @@ redis.call('HSET', bucket, key, record_pack(new))
 lh_close(records)
 
 -- The host's quality counters (pages, errors, near duplicates).
-local pages = redis.call('HINCRBY', quality, host .. '|n', 1)
+local pages = redis.call('HINCRBY', quality, host .. '|n', '1')
 local counts = redis.call('HMGET', quality, host .. '|e', host .. '|d')
 local errors, near = tonumber(counts[1] or '0'), tonumber(counts[2] or '0')
 if flags % 2 == 1 then
-  errors = redis.call('HINCRBY', quality, host .. '|e', 1)
+  errors = redis.call('HINCRBY', quality, host .. '|e', '1')
 end
 if math.floor(flags / 2) % 2 == 1 then
-  near = redis.call('HINCRBY', quality, host .. '|d', 1)
+  near = redis.call('HINCRBY', quality, host .. '|d', '1')
 end
 
 -- The in-link estimate: the smallest of the URL's sketch counters.
