@@ -107,9 +107,9 @@ def crawl(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) -
         for key, value in client.hgetall(FrontierKeys(crawl_id).key("deadinfo")).items()
     }
     sitemaps = client.smembers(FrontierKeys(crawl_id).key("sitemaps:" + host_ip(7)))
-    dead_record = url_record(client, crawl_id, f"http://{host_ip(18)}:{web.port}/server-error")
+    server_error_record = url_record(client, crawl_id, f"http://{host_ip(18)}:{web.port}/server-error")
     return {"result": result, "hosts": by_host(entries), "all": entries, "dead": dead, "sitemaps": sitemaps,
-            "port": web.port, "dead_record": dead_record}
+            "port": web.port, "server_error_record": server_error_record}
 
 
 def test_the_crawl_finishes(crawl: dict[str, Any]) -> None:
@@ -246,13 +246,14 @@ def test_private_addresses_are_never_requested(crawl: dict[str, Any]) -> None:
     assert stat(crawl["result"], "dns/lookups") >= 1
 
 
-def test_server_errors_are_retried_then_dead_lettered(crawl: dict[str, Any]) -> None:
+def test_server_errors_are_retried_then_the_last_answer_goes_on_as_scrapys(crawl: dict[str, Any]) -> None:
+    """Out of retries with an answer, as Scrapy's RetryMiddleware: the response goes on (archived,
+    the URL done with its status), not to the dead letters."""
     assert paths(crawl["hosts"][18]).count("/server-error") == 2
-    errors = {info[3] for info in crawl["dead"].values() if info[0] == host_ip(18)}
-    assert errors == {"http_500"}
-    # ... and marked dead in the URL metadata store.
-    record = crawl["dead_record"]
-    assert record is not None and record.state is UrlState.DEAD
+    assert not [info for info in crawl["dead"].values() if info[0] == host_ip(18)]
+    record = crawl["server_error_record"]
+    assert record is not None and record.state is UrlState.FAILED and record.status == 500  # fetched: an error answer
+    assert stat(crawl["result"], "retry/max_reached/http_500") == 1
 
 
 def test_bodies_over_the_size_cap_are_cut_and_large_ones_counted(crawl: dict[str, Any]) -> None:
@@ -283,13 +284,13 @@ def test_dead_letters_can_be_listed_and_requeued(crawl: dict[str, Any], redis_se
     command = [sys.executable, "-m", "scrapy", "frontier", "dead-letters", "-s", f"REDIS_URL={redis_server.url}",
                "-s", "FRONTIER_CRAWL_ID=citizenship"]
     listing = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=True)
-    assert "robots_unreachable" in listing.stdout and "http_500" in listing.stdout
-    assert len(crawl["dead"]) == 5
+    assert "robots_unreachable" in listing.stdout and "http_500" not in listing.stdout
+    assert len(crawl["dead"]) == 4
     requeue = subprocess.run([*command, "--requeue"], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
-    assert "requeued 5" in requeue.stdout
+    assert "requeued 4" in requeue.stdout
     client = redis.Redis.from_url(redis_server.url)
     assert client.hlen(FrontierKeys("citizenship").key("deadinfo")) == 0
-    assert int(client.get(FrontierKeys("citizenship").queued) or 0) == 5
+    assert int(client.get(FrontierKeys("citizenship").queued) or 0) == 4
 
 
 def test_placeholder_user_agent_stops_at_the_first_foreign_host_and_keeps_the_url(

@@ -337,6 +337,11 @@ class FrontierScheduler(BaseScheduler):
         are counted when Redis answers: the engine is told ``True`` for every
         request that was sent.
         """
+        if request in self.inhand.handed and self.inhand.handed[request].outcome is not None:
+            # A leased request a downloader middleware gave back with its outcome set (a retry,
+            # a dead letter): its lease's ack applies it. Returned rather than raised, so the
+            # spider's errback is not called for it (as with Scrapy's RetryMiddleware).
+            return True
         return self.intake.request(request)
 
     def enqueue_urls(

@@ -26,8 +26,14 @@ certificate that does not verify)
 anything else unexpected          dead letter, logged as an error              ok
 ================================  ===========================================  =============
 
-A URL out of retries goes to the dead-letter queue with its last error class
-(``scrapy frontier dead-letters`` lists and requeues them). Only requests
+Out of retries, as Scrapy's RetryMiddleware: an *answer* (a 5xx, 429) goes on
+to the spider's middlewares and callback (Scrapy's HttpErrorMiddleware filters
+it unless the spider allows the status: ``handle_httpstatus_list``,
+``HTTPERROR_ALLOWED_CODES``), is archived, and its URL is done with that
+status (``retry/max_reached``). A *download error* sends the URL to the
+dead-letter queue with its error class (``scrapy frontier dead-letters`` lists
+and requeues them), and the request's errback, if it has one, gets the error.
+Only requests
 served by the frontier are retried; robots.txt fetches pass through (the
 robots.txt middleware judges their failures), and so do requests with
 ``meta["dont_retry"]``. ``RETRY_HTTP_STATUSES`` (Scrapy's ``RETRY_HTTP_CODES``
@@ -54,7 +60,7 @@ from scrapy.exceptions import (
 
 from crawler.downloader.errors import ServerSilentError, TlsError
 from crawler.exceptions import ConfigurationError
-from crawler.frontier.outcome import HostSignal, Rescheduled, dead_letter, handout_of, reschedule
+from crawler.frontier.outcome import HostSignal, dead_letter, handout_of, reschedule, signal_host
 from crawler.policy.backoff import BackoffPolicy, parse_retry_after
 from crawler.requestmeta import RETRY_META, ROBOTS_META, THROTTLED_META
 from crawler.settings_parsing import get_list, is_set
@@ -112,7 +118,7 @@ class RetryMiddleware:
             return status >= 500 or status == 429
         return status in self.statuses
 
-    def process_response(self, request: Request, response: Response) -> Response:
+    def process_response(self, request: Request, response: Response) -> Request | Response:
         status = response.status
         if not self._retried(status):
             return response
@@ -123,7 +129,7 @@ class RetryMiddleware:
             self.stats.inc_value(f"retry/throttled/{status}")
             attempt = int(request.meta.get(THROTTLED_META, 0)) + 1
             if attempt > self.policy.max_throttled:
-                self._give_up(request, f"http_{status}", f"still {status} after {attempt - 1} retries")
+                return self._hand_on(request, response, attempt - 1, HostSignal.THROTTLED)
             retry_after = parse_retry_after(response.headers.get(b"Retry-After"), now)
             not_before = now + self.policy.capped_retry_after(retry_after) if retry_after is not None else 0.0
             if retry_after is not None:
@@ -131,29 +137,44 @@ class RetryMiddleware:
             reschedule(request, not_before=not_before, host_signal=HostSignal.THROTTLED,
                        meta_updates={THROTTLED_META: attempt}, reason=f"HTTP {status}")
             logger.debug("Throttled (%d) %s; Retry-After %s", status, request.url, retry_after)
-            raise Rescheduled(f"HTTP {status}")
-        self._retry(request, f"http_{status}", f"HTTP {status}", HostSignal.NEUTRAL, now)
-        raise AssertionError("unreachable")  # pragma: no cover
+            return request
+        attempt = int(request.meta.get(RETRY_META, 0)) + 1
+        if attempt > self.policy.max_retries:
+            return self._hand_on(request, response, attempt - 1, HostSignal.NEUTRAL)
+        return self._retry(request, attempt, f"http_{status}", f"HTTP {status}", HostSignal.NEUTRAL, now)
 
-    def process_exception(self, request: Request, exception: Exception) -> None:
+    def _hand_on(self, request: Request, response: Response, retries: int, signal: HostSignal) -> Response:
+        """Out of retries with an answer: as Scrapy's RetryMiddleware, the last response goes on to
+        the spider (HttpError filters it unless the spider allows its status) and the URL is done."""
+        self.stats.inc_value("retry/max_reached")
+        self.stats.inc_value(f"retry/max_reached/http_{response.status}")
+        signal_host(request, signal)
+        logger.info("Gave up retrying %s (%d retries): HTTP %d; the response goes on to the spider",
+                    request.url, retries, response.status)
+        return response
+
+    def process_exception(self, request: Request, exception: Exception) -> Request | None:
         if isinstance(exception, IgnoreRequest) or handout_of(request) is None or ROBOTS_META in request.meta:
-            return
+            return None
         if request.meta.get("dont_retry"):
-            return
+            return None
         name = type(exception).__name__
         if isinstance(exception, DownloadCancelledError):
             self.stats.inc_value("fetch/size_exceeded")
-            return  # over DOWNLOAD_MAXSIZE: not worth another try
+            return None  # over DOWNLOAD_MAXSIZE: not worth another try
         if isinstance(exception, TlsError):
             # The host answered; the handshake will fail the same way again.
-            self._give_up(request, name, str(exception), HostSignal.NEUTRAL)
+            return self._give_up(request, name, str(exception), HostSignal.NEUTRAL)
         if isinstance(exception, TRANSIENT_ERRORS):
             if isinstance(exception, ResponseDataLossError):
                 self.stats.inc_value("fetch/truncated")
             elif isinstance(exception, (DownloadTimeoutError, TimeoutError)):
                 self.stats.inc_value("fetch/timeout")
             signal = HostSignal.SILENT if isinstance(exception, SILENT_ERRORS) else HostSignal.FAILED
-            self._retry(request, name, str(exception), signal, time.time())
+            attempt = int(request.meta.get(RETRY_META, 0)) + 1
+            if attempt > self.policy.max_retries:
+                return self._give_up(request, name, str(exception), signal)
+            return self._retry(request, attempt, name, str(exception), signal, time.time())
         if isinstance(exception, (RedisConnectionError, RedisTimeoutError)):
             # Our own Redis was down for longer than REDIS_OUTAGE_TIMEOUT while a
             # middleware needed it: not the URL's fault, and no attempt spent.
@@ -162,21 +183,27 @@ class RetryMiddleware:
                            exception)
             reschedule(request, not_before=time.time() + self.policy.retry_delay(1), host_signal=HostSignal.NEUTRAL,
                        reason=f"Redis unavailable: {exception}")
-            raise Rescheduled(f"Redis unavailable for {request.url}")
+            return request
         self.stats.inc_value(f"retry/unexpected/{name}")
         logger.error("Unexpected download error for %s: %s: %s", request.url, name, exception)
-        self._give_up(request, name, str(exception))
+        return self._give_up(request, name, str(exception))
 
-    def _retry(self, request: Request, error: str, message: str, signal: HostSignal, now: float) -> None:
-        attempt = int(request.meta.get(RETRY_META, 0)) + 1
-        if attempt > self.policy.max_retries:
-            self._give_up(request, error, message, signal)
+    def _retry(self, request: Request, attempt: int, error: str, message: str, signal: HostSignal,
+               now: float) -> Request:
+        """Back to the frontier for attempt ``attempt``, after the URL's backoff. The request itself is
+        returned: the frontier scheduler takes it as given back (its lease's ack requeues it), so the
+        spider's errback hears nothing of a retry, as with Scrapy's RetryMiddleware."""
         self.stats.inc_value(f"retry/count/{error}")
         reschedule(request, not_before=now + self.policy.retry_delay(attempt), host_signal=signal,
                    meta_updates={RETRY_META: attempt}, reason=f"{error}: {message}")
-        raise Rescheduled(f"retry {attempt} of {request.url}: {error}")
+        return request
 
-    def _give_up(self, request: Request, error: str, message: str, signal: HostSignal = HostSignal.OK) -> None:
+    def _give_up(self, request: Request, error: str, message: str,
+                 signal: HostSignal = HostSignal.OK) -> Request | None:
+        """Out of retries (or not worth one) with a download error: the URL goes to the dead-letter
+        set. A request with an errback then gets the error itself, as Scrapy's does (the error goes
+        on down the chain); one without ends quietly (returned to the frontier scheduler, which
+        has it dead-lettered): the dead-letter set and its stats say it, not a traceback per URL."""
         self.stats.inc_value("retry/max_reached")
         dead_letter(request, error=error, message=message, host_signal=signal)
-        raise Rescheduled(f"gave up on {request.url}: {error}")
+        return None if request.errback is not None else request

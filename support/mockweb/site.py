@@ -37,7 +37,7 @@ class Reply:
 
 SPECIAL_PATHS = (
     "/throttle-seconds", "/throttle-date", "/flaky", "/slow", "/huge.html", "/bomb", "/truncated",
-    "/loop-a", "/chain-7", "/private-links", "/server-error", "/big.html", "/large.html",
+    "/loop-a", "/chain-7", "/private-links", "/server-error", "/unavailable", "/big.html", "/large.html",
 )
 
 
@@ -457,6 +457,8 @@ class MockWebServer:
             return Reply(503, "text/html", b"try later")
         if path == "/server-error":
             return Reply(500, "text/html", b"broken")
+        if path == "/unavailable":
+            return Reply(503, "text/html", b"<html><body>down for good</body></html>")
         if path == "/big.html":
             return Reply(200, "text/html", b"<html><body>" + b"x" * (2 * 1024 * 1024) + b"</body></html>")
         if path == "/large.html":
