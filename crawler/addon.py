@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from scrapy.settings import BaseSettings
+from scrapy.settings import SETTINGS_PRIORITIES, BaseSettings
 from scrapy.utils.python import global_object_name
 
 from crawler import defaults as crawler_defaults
@@ -32,6 +32,7 @@ from crawler.scrapysettings import translate
 from crawler.secrets import install as install_redaction
 
 if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
     from scrapy.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -136,13 +137,36 @@ DOWNLOAD_HANDLERS = {
 class CrawlerAddon:
     """Runs a Scrapy project's spiders on the crawler (see the module's docstring)."""
 
+    def __init__(self, crawler: Crawler | None = None) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> CrawlerAddon:
+        return cls(crawler)
+
     @classmethod
     def update_pre_crawler_settings(cls, settings: BaseSettings) -> None:
         # Plain asyncio, no Twisted reactor: every part of the crawler is asyncio.
         settings.set("TWISTED_REACTOR_ENABLED", False, "addon")
 
     def update_settings(self, settings: BaseSettings) -> None:
+        spider = getattr(self.crawler, "spider", None)
+        if spider is not None:
+            take_crawl_id(settings, getattr(spider, "crawl_id", None))
         apply(settings)
+
+
+def take_crawl_id(settings: BaseSettings, crawl_id: object) -> None:
+    """The spider argument ``crawl_id`` (``-a crawl_id=X``, Scrapyd's ``schedule.json``) is the crawl's
+    ``FRONTIER_CRAWL_ID``; without it a crawl's id is its spider's name. Given both, they must agree."""
+    if crawl_id is None or crawl_id == "":
+        return
+    configured = settings.get("FRONTIER_CRAWL_ID")
+    if configured and settings.getpriority("FRONTIER_CRAWL_ID") == SETTINGS_PRIORITIES["cmdline"] \
+            and str(configured) != str(crawl_id):
+        raise ConfigurationError("FRONTIER_CRAWL_ID", f"-s FRONTIER_CRAWL_ID={configured} and -a crawl_id={crawl_id} "
+                                 "disagree: give one")
+    settings.set("FRONTIER_CRAWL_ID", str(crawl_id), "cmdline")
 
 
 def apply(settings: BaseSettings, *, log: bool = True) -> None:

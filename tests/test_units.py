@@ -653,3 +653,26 @@ def test_every_parsed_setting_is_used() -> None:
     sources = "\n".join(path.read_text(encoding="utf-8") for path in trees if path.name != "defaults.py")
     unread = [name for name in defaults.names() if f'"{name}"' not in sources]
     assert not unread, f"declared in crawler/defaults.py, never read: {unread}"
+
+
+def test_the_crawl_id_is_the_spider_argument_when_given_and_the_two_ways_must_agree() -> None:
+    from types import SimpleNamespace
+
+    from scrapy.settings import Settings
+
+    from crawler.addon import CrawlerAddon, take_crawl_id
+    from crawler.exceptions import ConfigurationError
+
+    settings = Settings({"ADDONS": {"crawler.addon.CrawlerAddon": 0}})
+    CrawlerAddon(SimpleNamespace(spider=SimpleNamespace(crawl_id="nightly"))).update_settings(settings)  # type: ignore[arg-type]
+    assert settings["FRONTIER_CRAWL_ID"] == "nightly"
+    untouched = Settings({"FRONTIER_CRAWL_ID": "own"}, priority="project")
+    take_crawl_id(untouched, None)
+    assert untouched["FRONTIER_CRAWL_ID"] == "own"
+    take_crawl_id(untouched, "argument")  # a project's setting gives way to the command line's argument
+    assert untouched["FRONTIER_CRAWL_ID"] == "argument"
+    both = Settings()
+    both.set("FRONTIER_CRAWL_ID", "a", "cmdline")
+    take_crawl_id(both, "a")
+    with pytest.raises(ConfigurationError, match="disagree"):
+        take_crawl_id(both, "b")

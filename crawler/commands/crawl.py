@@ -20,7 +20,7 @@ from redis.cluster import ClusterNode
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.spiderloader import get_spider_loader
 
-from crawler.addon import effective
+from crawler.addon import effective, take_crawl_id
 from crawler.downloader.dns import read_hosts_file
 from crawler.downloader.netguard import AddressPolicy
 from crawler.exceptions import ConfigurationError
@@ -136,10 +136,13 @@ class Command(ScrapyCrawlCommand):
         if len(args) != 1:
             return
         assert self.settings is not None
-        crawl_id = opts.spargs.pop("crawl_id", None)
-        if crawl_id is not None:
-            # ``-a crawl_id=X`` (handy from Scrapyd's schedule.json) is FRONTIER_CRAWL_ID.
-            self.settings.set("FRONTIER_CRAWL_ID", crawl_id, priority="cmdline")
+        try:
+            # ``-a crawl_id=X`` (handy from Scrapyd's schedule.json) is FRONTIER_CRAWL_ID, here for the
+            # checks below; in any project the add-on reads it from the spider.
+            take_crawl_id(self.settings, opts.spargs.pop("crawl_id", None))
+        except ConfigurationError as exc:
+            print(f"error: {redact(str(exc))}", file=sys.stderr)
+            sys.exit(2)
         loader = get_spider_loader(self.settings)
         try:
             spider_cls = loader.load(args[0])

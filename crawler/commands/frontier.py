@@ -12,8 +12,9 @@ Subcommands::
     scrapy frontier render [on|off|auto HOST...]  render hosts (or domains) always / never /
                                               as detected; alone: list every mark
 
-The crawl is chosen by ``--crawl-id`` or ``FRONTIER_CRAWL_ID`` (default
-``web``); the Redis by ``REDIS_URL`` / ``REDIS_CLUSTER_NODES``; without them,
+The crawl is chosen by ``--crawl-id``, else ``FRONTIER_CRAWL_ID``, else the
+project's spider if it has exactly one (a crawl's id is its spider's name:
+``web`` in this repository's project); the Redis by ``REDIS_URL`` / ``REDIS_CLUSTER_NODES``; without them,
 the crawl's embedded Redis (in its job directory) is started for the command
 and stopped after. Mistakes (no such crawl, unreachable Redis) are one line
 on stderr and exit status 2.
@@ -32,6 +33,7 @@ from redis.exceptions import RedisError
 from scrapy import Spider
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
+from scrapy.spiderloader import get_spider_loader
 
 from crawler.downloader.dns import resolver_from_settings
 from crawler.exceptions import CodecError, ConfigurationError, CrawlerError
@@ -89,7 +91,8 @@ class Command(ScrapyCommand):
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
-        parser.add_argument("--crawl-id", dest="crawl_id", help="the crawl (default: FRONTIER_CRAWL_ID or 'web')")
+        parser.add_argument("--crawl-id", dest="crawl_id",
+                            help="the crawl (default: FRONTIER_CRAWL_ID, or the project's spider if it has one)")
         parser.add_argument("--requeue", action="store_true", help="dead-letters: move them back into the queues")
         parser.add_argument("--limit", type=int, default=1000, help="dead-letters: at most this many")
         parser.add_argument("--top", type=int, default=20, help="hosts: how many")
@@ -119,7 +122,8 @@ class Command(ScrapyCommand):
 
     async def _run(self, name: str, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None
-        crawl_id = str(opts.crawl_id or self.settings.get("FRONTIER_CRAWL_ID") or "web")
+        crawl_id = self._crawl_id(opts)
+        self.settings.set("FRONTIER_CRAWL_ID", crawl_id, priority="cmdline")
         config = FrontierConfig.from_settings(self.settings, crawl_id)
         redis_config = RedisConfig.from_settings(self.settings, crawl_id)
         router = ShardRouter.from_settings(self.settings, crawl_id)
@@ -136,6 +140,21 @@ class Command(ScrapyCommand):
             await handler(client, router, config, args, opts)
         finally:
             await provider.close()
+
+    def _crawl_id(self, opts: argparse.Namespace) -> str:
+        """``--crawl-id``, else ``FRONTIER_CRAWL_ID``, else the project's spider when it has exactly
+        one (a crawl's id is its spider's name unless told otherwise)."""
+        assert self.settings is not None
+        if opts.crawl_id:
+            return str(opts.crawl_id)
+        if self.settings.get("FRONTIER_CRAWL_ID"):
+            return str(self.settings.get("FRONTIER_CRAWL_ID"))
+        names = sorted(get_spider_loader(self.settings).list())
+        if len(names) == 1:
+            return names[0]
+        which = f"this project has the spiders {', '.join(names)}" if names else "no spider in this project"
+        raise ConfigurationError("--crawl-id", f"{which}: name the crawl with --crawl-id (a crawl's id is its "
+                                 "spider's name, unless FRONTIER_CRAWL_ID or -a crawl_id= gave another)")
 
     # -- subcommands -----------------------------------------------------------------
 
