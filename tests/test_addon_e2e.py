@@ -95,6 +95,28 @@ class RedirectSpider(scrapy.Spider):
         yield {"url": response.url, "status": response.status, "redirect_urls": response.meta.get("redirect_urls")}
 
 
+class RetrySpider(scrapy.Spider):
+    """A 503 it allows (handle_httpstatus_list) and a page that breaks off, with an errback."""
+    name = "retry"
+    handle_httpstatus_list = [503]
+    custom_settings = {"RETRY_TIMES": 1, "RETRY_MAX_THROTTLED": 1, "RETRY_BASE_DELAY": 0.2,
+                       "BACKOFF_BASE_DELAY": 0.2}
+
+    def __init__(self, answer=None, broken=None, **kwargs):
+        super().__init__(**kwargs)
+        self.answer, self.broken = answer, broken
+
+    async def start(self):
+        yield scrapy.Request(self.answer, callback=self.parse)
+        yield scrapy.Request(self.broken, callback=self.parse, errback=self.failed)
+
+    def parse(self, response):
+        yield {"url": response.url, "status": response.status}
+
+    def failed(self, failure):
+        yield {"url": failure.request.url, "error": type(failure.value).__name__}
+
+
 class QueueSpider(RedisSpider):
     name = "queue"
 
@@ -227,8 +249,9 @@ def test_a_team_project_with_the_addon_crawls_politely_with_scrapys_behaviour(
     assert any(other != host for page in range(SPEC.pages(host)) for other, _ in SPEC.page_links(host, page)), \
         "the web must link off-site for the offsite check to mean something"
     crawl_id = f"team{uuid.uuid4().hex[:8]}"
+    # The crawl id as Scrapyd passes it, a spider argument: the add-on takes it (no custom command).
     result = scrapy(team_venv, team_project, "crawl", "team", "-a", f"start={web.url(host)}",
-                    "-a", f"domain={host_ip(host)}", "-s", f"FRONTIER_CRAWL_ID={crawl_id}")
+                    "-a", f"domain={host_ip(host)}", "-a", f"crawl_id={crawl_id}")
     pages = within_depth(host, 2)
     assert len(pages) < SPEC.pages(host), "DEPTH_LIMIT must cut the site for the check to mean something"
     check_crawl(web, result, host, pages)
@@ -242,6 +265,11 @@ def test_a_team_project_with_the_addon_crawls_politely_with_scrapys_behaviour(
     # Every response archived, though the spider yields only dicts.
     uris = warc_responses(team_project / "crawl-data", team_venv)
     assert {web.url(host, page) for page in pages} <= uris
+    # `scrapy frontier` in the team's project: this project has several spiders, so it asks which crawl.
+    stats = scrapy(team_venv, team_project, "frontier", "stats", "--crawl-id", crawl_id)
+    assert stats.returncode == 0 and crawl_id in stats.stdout, stats.stderr[-3000:]
+    unnamed = scrapy(team_venv, team_project, "frontier", "stats")
+    assert unnamed.returncode == 2 and "--crawl-id" in unnamed.stderr and "team" in unnamed.stderr, unnamed.stderr
 
 
 def test_a_crawlspider_and_a_redisspider_run_on_the_frontier(
@@ -323,3 +351,36 @@ def test_a_redirect_is_followed_through_the_frontier_to_the_original_callback(
     assert over.returncode == 0, over.stderr[-3000:]
     assert "reset (FRONTIER_RESET_ON_START)" in over.stderr
     assert [entry.path for entry in web.entries()][7:] == ["/robots.txt", "/moved", "/p/1"]
+
+
+def test_out_of_retries_an_answer_goes_to_the_callback_and_an_error_to_the_errback(
+    team_project: Path, team_venv: Path, mockweb_factory: Any, redis_server: Any, tmp_path: Path
+) -> None:
+    """Scrapy's retry semantics: the last 503 reaches the callback of a spider that allows it (and
+    its URL is done, not dead-lettered); a download error out of retries is dead-lettered and the
+    request's errback gets it. Each retried through the frontier, politely."""
+    from crawler.frontier.keys import FrontierKeys
+
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(json.dumps({"specials": {"4": ["/unavailable", "/truncated"]}}))
+    web = mockweb_factory(WebSpec(hosts=5, sizes="uniform:3", fanout=1, nav=0, cross=0, scenario=str(scenario)))
+    answer, broken = web.url(4) + "unavailable", web.url(4) + "truncated"
+    crawl_id = f"retry{uuid.uuid4().hex[:8]}"
+    result = scrapy(team_venv, team_project, "crawl", "retry", "-a", f"answer={answer}", "-a", f"broken={broken}",
+                    "-s", f"FRONTIER_CRAWL_ID={crawl_id}")
+    assert result.returncode == 0, result.stderr[-4000:]
+    items = [json.loads(line) for line in (team_project / "items-retry.jsonl").read_text().splitlines()]
+    assert sorted(items, key=lambda item: item["url"]) == [
+        {"url": broken, "error": "ResponseDataLossError"},
+        {"url": answer, "status": 503},
+    ]
+    entries = sorted(web.entries(), key=lambda entry: entry.start)
+    assert entries[0].path == "/robots.txt"
+    assert sorted(entry.path for entry in entries[1:]) == ["/truncated", "/truncated", "/unavailable", "/unavailable"]
+    report = politeness(entries, min_gap=DELAY)
+    assert report.overlaps == 0 and report.short_gaps == 0, report
+    dead = redis_server.client().hgetall(FrontierKeys(crawl_id).key("deadinfo"))
+    assert [value.decode().split("\t")[3] for value in dead.values()] == ["ResponseDataLossError"]
+    assert "Gave up retrying " + answer in result.stderr
+    # The 503 is archived like any answer.
+    assert answer in warc_responses(team_project / "crawl-data", team_venv)
