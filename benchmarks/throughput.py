@@ -26,7 +26,7 @@ the mock web's log (overlaps; start-to-start gaps below the delay in force,
 audited against the shipped policy in the polite runs).
 
 Usage: ``python benchmarks/throughput.py [--seconds 30] [--hosts 2000] [--worker-hosts 5000] [--rounds 3]
-[--skip-plain] [--skip-stages] [--workers-only] [--pairs N] [--compare-clients]`` (``make bench``). Not a test: numbers
+[--skip-plain] [--skip-stages] [--workers-only] [--pairs N] [--compare-clients] [--compare-reactor]`` (``make bench``). Not a test: numbers
 depend on the machine and its load. ``--rounds N`` runs each headline pair (the crawler, then plain
 Scrapy) N times, alternated, and prints the medians; ``--pairs N`` does the same for the one-worker /
 two-workers pair.
@@ -447,6 +447,9 @@ def main() -> None:
                              "ratio (the machine's noise is about +-5%% per run)")
     parser.add_argument("--compare-clients", action="store_true",
                         help="also crawl the 5 KB web with FETCH_HTTP_CLIENT=aiohttp, side by side")
+    parser.add_argument("--compare-reactor", action="store_true",
+                        help="also crawl the 5 KB web with Scrapy's Twisted reactor on (TWISTED_REACTOR_ENABLED), "
+                             "alternated with the shipped setting --rounds times")
     args = parser.parse_args()
     if args.pairs < 1 or args.rounds < 1:
         parser.error("--pairs and --rounds must be at least 1")
@@ -487,6 +490,16 @@ def main() -> None:
                 if name.startswith("5 KB") and not args.skip_stages:
                     for label, extra in STAGES:
                         crawl(f"{name}: {label}", web, seeds, extra, polite=False)
+                if name.startswith("5 KB") and args.compare_reactor:
+                    ratios = []
+                    for round_ in range(args.rounds):
+                        tag = f" #{round_ + 1}" if args.rounds > 1 else ""
+                        off = crawl(f"{name}: crawler, defaults, reactor off{tag}", web, seeds)
+                        on = crawl(f"{name}: crawler, defaults, Twisted reactor on{tag}", web, seeds,
+                                   ("-s", "TWISTED_REACTOR_ENABLED=True"))
+                        ratios.append(on.tree_ms_per_page / off.tree_ms_per_page)
+                    lines.append(f"{name}: Twisted reactor on / off = {statistics.median(ratios):.2f}x CPU per page "
+                                 f"(median of {len(ratios)}: {', '.join(f'{r:.2f}' for r in ratios)})")
                 if name.startswith("5 KB") and args.compare_clients:
                     aio = crawl(f"{name}: crawler, defaults, aiohttp client", web, seeds,
                                 ("-s", "FETCH_HTTP_CLIENT=aiohttp"))
