@@ -384,3 +384,37 @@ def test_out_of_retries_an_answer_goes_to_the_callback_and_an_error_to_the_errba
     assert "Gave up retrying " + answer in result.stderr
     # The 503 is archived like any answer.
     assert answer in warc_responses(team_project / "crawl-data", team_venv)
+
+
+TWISTED_COMPONENTS = '''
+from twisted.internet import reactor
+from twisted.internet.task import deferLater
+
+
+class PauseMiddleware:
+    """A downloader middleware as older projects and plugins write them: a Deferred on the reactor."""
+
+    def process_request(self, request, spider=None):
+        return deferLater(reactor, 0.01, lambda: None)
+'''
+
+
+def test_twisted_components_run_with_the_addon_unchanged(
+    team_project: Path, team_venv: Path, mockweb_factory: Any, redis_server: Any
+) -> None:
+    """A middleware that uses the reactor (deferLater) and scrapy-redis's RedisPipeline (deferToThread),
+    in the team's project as they are: the crawl runs, and every item reaches Redis."""
+    (team_project / "teamproj" / "twistedmw.py").write_text(TWISTED_COMPONENTS)
+    web = mockweb_factory(SPEC)
+    host = 4
+    crawl_id = f"twisted{uuid.uuid4().hex[:8]}"
+    result = scrapy(team_venv, team_project, "crawl", "team", "-a", f"start={web.url(host)}",
+                    "-a", f"domain={host_ip(host)}", "-a", f"crawl_id={crawl_id}",
+                    "-s", 'DOWNLOADER_MIDDLEWARES={"teamproj.twistedmw.PauseMiddleware": 600}',
+                    "-s", 'ITEM_PIPELINES={"scrapy_redis.pipelines.RedisPipeline": 300}',
+                    "-s", f"REDIS_ITEMS_KEY={crawl_id}:items")
+    pages = within_depth(host, 2)
+    check_crawl(web, result, host, pages)
+    assert "Error processing" not in result.stderr and "ImportError" not in result.stderr, result.stderr[-3000:]
+    stored = [json.loads(item) for item in redis_server.client().lrange(f"{crawl_id}:items", 0, -1)]
+    assert sorted(parse_page_path(urlsplit(item["url"]).path) for item in stored) == sorted(pages)

@@ -676,3 +676,17 @@ def test_the_crawl_id_is_the_spider_argument_when_given_and_the_two_ways_must_ag
     take_crawl_id(both, "a")
     with pytest.raises(ConfigurationError, match="disagree"):
         take_crawl_id(both, "b")
+
+
+def test_the_addon_keeps_scrapys_asyncio_reactor_and_refuses_another() -> None:
+    from scrapy.settings import Settings
+
+    from crawler.addon import CrawlerAddon, effective
+    from crawler.exceptions import ConfigurationError
+
+    addons = {"ADDONS": {"crawler.addon.CrawlerAddon": 0}}
+    assert effective(Settings(addons)).getbool("TWISTED_REACTOR_ENABLED")  # Scrapy's default: Twisted components work
+    CrawlerAddon.update_pre_crawler_settings(Settings({**addons, "TWISTED_REACTOR_ENABLED": False}))
+    with pytest.raises(ConfigurationError, match="TWISTED_REACTOR.*EPollReactor"):
+        CrawlerAddon.update_pre_crawler_settings(
+            Settings({**addons, "TWISTED_REACTOR": "twisted.internet.epollreactor.EPollReactor"}))

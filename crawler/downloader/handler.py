@@ -103,6 +103,10 @@ class FetchClient(Enum):
 
 class CrawlerDownloadHandler(AiohttpDownloadHandler):
     experimental: ClassVar[bool] = False
+    #: Built at the first request, in the running event loop: ``scrapy shell`` with Scrapy's
+    #: Twisted reactor builds the engine in a thread where no loop runs yet (aiohttp's connector
+    #: needs one).
+    lazy = True
 
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
