@@ -40,6 +40,8 @@ class Mapping:
     rule: Rule | None = None
     #: What Scrapy's setting becomes once translated (``_NO_CHANGE``: left as given).
     neutral: Any = _NO_CHANGE
+    #: A value given has no equivalent in the crawler: said in one warning line (``how`` says why).
+    unapplied: bool = False
 
 
 def _number(settings: BaseSettings, name: str) -> float:
@@ -98,9 +100,10 @@ TABLE: tuple[Mapping, ...] = (
             "(the delay factor) up to `AUTOTHROTTLE_MAX_DELAY`, per host across workers; Scrapy's AutoThrottle "
             "is turned off.", _autothrottle, False),
     Mapping("CONCURRENT_REQUESTS_PER_DOMAIN", "`FRONTIER_POLITENESS_KEY`", "Replaced: one request per host (or per "
-            "registered domain or address, `FRONTIER_POLITENESS_KEY`) in flight across every worker."),
+            "registered domain or address, `FRONTIER_POLITENESS_KEY`) in flight across every worker.",
+            unapplied=True),
     Mapping("CONCURRENT_REQUESTS_PER_IP", "`FRONTIER_POLITENESS_KEY`", "Replaced: set `FRONTIER_POLITENESS_KEY = "
-            "\"ip\"` for one request per address in flight."),
+            "\"ip\"` for one request per address in flight.", unapplied=True),
     Mapping("ROBOTSTXT_OBEY", "`ROBOTS_ENABLED`", "Read as `ROBOTS_ENABLED`: the crawler's robots.txt (RFC 9309, "
             "fetched once per host across workers, before its pages) replaces Scrapy's middleware.",
             lambda s, v: {"ROBOTS_ENABLED": s.getbool("ROBOTSTXT_OBEY")}),
@@ -140,6 +143,9 @@ def translate(settings: BaseSettings, *, log: bool = True) -> list[str]:
     """Read the Scrapy settings of :data:`TABLE` that are given as the crawler's; the lines (logged if ``log``)."""
     lines: list[str] = []
     for mapping in TABLE:
+        if mapping.unapplied and given(settings, mapping.scrapy):
+            lines.append(f"{mapping.scrapy} = {settings.get(mapping.scrapy)!r} has no effect. {mapping.how}")
+            continue
         if mapping.rule is None or not given(settings, mapping.scrapy):
             continue
         value = settings.get(mapping.scrapy)

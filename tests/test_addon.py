@@ -90,6 +90,14 @@ def test_a_crawler_setting_given_beside_its_scrapy_one_wins_with_a_warning() -> 
     assert lines == ["DOWNLOAD_DELAY = 2.0 ignored for FRONTIER_MIN_DELAY: FRONTIER_MIN_DELAY = 5.0 is set"]
 
 
+def test_per_domain_and_per_ip_concurrency_given_are_said_to_have_no_effect() -> None:
+    """Not skipped without a word: one request per host in flight is the frontier's."""
+    lines = translate(project(CONCURRENT_REQUESTS_PER_DOMAIN=16, CONCURRENT_REQUESTS_PER_IP=2))
+    assert [line.split(" has no effect.")[0] for line in lines] == [
+        "CONCURRENT_REQUESTS_PER_DOMAIN = 16", "CONCURRENT_REQUESTS_PER_IP = 2"]
+    assert translate(project()) == []
+
+
 def test_scrapys_defaults_are_not_translated() -> None:
     settings = Settings()
     assert translate(settings) == []
