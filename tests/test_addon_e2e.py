@@ -375,6 +375,7 @@ def test_out_of_retries_an_answer_goes_to_the_callback_and_an_error_to_the_errba
         {"url": answer, "status": 503},
     ]
     entries = sorted(web.entries(), key=lambda entry: entry.start)
+    assert {entry.host for entry in entries} == {host_ip(4)}, "nothing off-site"
     assert entries[0].path == "/robots.txt"
     assert sorted(entry.path for entry in entries[1:]) == ["/truncated", "/truncated", "/unavailable", "/unavailable"]
     report = politeness(entries, min_gap=DELAY)
@@ -418,3 +419,4 @@ def test_twisted_components_run_with_the_addon_unchanged(
     assert "Error processing" not in result.stderr and "ImportError" not in result.stderr, result.stderr[-3000:]
     stored = [json.loads(item) for item in redis_server.client().lrange(f"{crawl_id}:items", 0, -1)]
     assert sorted(parse_page_path(urlsplit(item["url"]).path) for item in stored) == sorted(pages)
+    assert {web.url(host, page) for page in pages} <= warc_responses(team_project / "crawl-data", team_venv)
