@@ -126,6 +126,15 @@ def complete(
     return True
 
 
+def waits(request: Request) -> bool:
+    """Whether a leased request has been sent back to the frontier to wait (:func:`reschedule`):
+    a middleware then returns the request instead of raising :class:`Rescheduled`, and the
+    frontier scheduler takes it as given back, so the spider's errback hears nothing of a wait
+    (as of a retry with Scrapy's RetryMiddleware)."""
+    handout = handout_of(request)
+    return handout is not None and handout.outcome is not None and handout.outcome.action is LeaseAction.REQUEUE
+
+
 def signal_host(request: Request, signal: HostSignal) -> None:
     """Record what a normally completed fetch says about its host."""
     handout = handout_of(request)

@@ -64,13 +64,13 @@ class IdentityGuardMiddleware:
             raise NotConfigured
         return cls(crawler, AddressPolicy.from_settings(crawler.settings))
 
-    def process_request(self, request: Request) -> None:
+    def process_request(self, request: Request) -> Request | None:
         host = urlparse_cached(request).hostname or ""
         if is_loopback_host(host):
-            return
+            return None
         address = parse_ip(host)
         if address is not None and not self.addresses.allowed(address):
-            return  # never contacted: the download handler refuses it
+            return None  # never contacted: the download handler refuses it
         if not self.closing:
             self.closing = True
             logger.error("Refusing to crawl %s: %s", host, placeholder_error())
@@ -78,5 +78,6 @@ class IdentityGuardMiddleware:
             if engine is not None:
                 deferred_from_coro(engine.close_spider_async(reason="user_agent_placeholder"))
         # The URL stays in the frontier for a crawl with a proper user agent.
-        reschedule(request, not_before=0.0, host_signal=HostSignal.NEUTRAL, reason="USER_AGENT is a placeholder")
+        if reschedule(request, not_before=0.0, host_signal=HostSignal.NEUTRAL, reason="USER_AGENT is a placeholder"):
+            return request  # given back to the frontier (see crawler.frontier.outcome.waits)
         raise Rescheduled("USER_AGENT is a placeholder")

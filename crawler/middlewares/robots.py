@@ -55,7 +55,15 @@ from crawler.downloader.errors import ServerSilentError, TlsError
 from crawler.downloader.netguard import BlockedAddressError
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.context import FrontierContext
-from crawler.frontier.outcome import HostSignal, Rescheduled, complete, dead_letter, handout_of, reschedule
+from crawler.frontier.outcome import (
+    HostSignal,
+    Rescheduled,
+    complete,
+    dead_letter,
+    handout_of,
+    reschedule,
+    waits,
+)
 from crawler.frontier.shards import ShardRouter
 from crawler.policy.backoff import parse_retry_after
 from crawler.policy.politeness import PolitenessPolicy
@@ -138,12 +146,22 @@ class RobotsTxtMiddleware:
     async def _spider_opened(self) -> None:
         self.store = RobotsStore(await self.provider.batched(), self.router, self.config)
 
-    async def process_request(self, request: Request) -> None:
+    async def process_request(self, request: Request) -> Request | None:
         meta = request.meta
         if ROBOTS_META in meta:
             if handout_of(request) is not None:
                 await self._open_lease(request)
-            return
+            return None
+        try:
+            await self._page(request)
+        except Rescheduled:
+            if waits(request):
+                return request  # back to the frontier until robots.txt is decided (no errback)
+            raise
+        return None
+
+    async def _page(self, request: Request) -> None:
+        """A page's request: allowed by its origin's robots.txt, or refused, or sent to wait for it."""
         url = request.url
         origin = origin_of(url)
         if url.startswith(ROBOTS_PATH, len(origin)) and len(url) == len(origin) + len(ROBOTS_PATH):
