@@ -98,23 +98,20 @@ def compose(shebang: str, body: str, *, common: bool = True) -> str:
     whole text, every helper definition included, on each call."""
     tables = _tables()
     body = _with_literals(body, tables)
+    wanted = _words(body)
     chosen: list[str] = []
     if common:
         helpers = _definitions(
             _with_literals((resources.files("crawler.frontier") / "lua" / "common.lua").read_text(encoding="utf-8"),
                            tables))
-        wanted = _words(body)
         for name, text in reversed(helpers):  # a helper only uses those defined above it
             if name in wanted:
                 chosen.append(text)
                 wanted |= _words(text)
         chosen.reverse()
-    else:
-        wanted = _words(body)
-    words = wanted
     prelude = [f"local {table} = {{{', '.join(f'{name} = {value}' for name, value in entries.items())}}}"
-               for table, entries in tables.items() if table in words]
-    prelude += [f"local {name} = {value}" for name, value in _constants().items() if name in words]
+               for table, entries in tables.items() if table in wanted]
+    prelude += [f"local {name} = {value}" for name, value in _constants().items() if name in wanted]
     return "\n".join([shebang, *prelude, *chosen, body])
 
 

@@ -337,7 +337,8 @@ class FrontierScheduler(BaseScheduler):
         are counted when Redis answers: the engine is told ``True`` for every
         request that was sent.
         """
-        if request in self.inhand.handed and self.inhand.handed[request].outcome is not None:
+        handout = self.inhand.handed.get(request)
+        if handout is not None and handout.outcome is not None:
             # A leased request a downloader middleware gave back with its outcome set (a retry,
             # a dead letter): its lease's ack applies it. Returned rather than raised, so the
             # spider's errback is not called for it (as with Scrapy's RetryMiddleware).

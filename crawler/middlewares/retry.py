@@ -94,6 +94,11 @@ SILENT_ERRORS: tuple[type[BaseException], ...] = (ServerSilentError, CannotResol
 
 
 
+def _next_attempt(request: Request, counter: str) -> int:
+    """The number of the retry to come, by the request's counter (retries or throttled retries)."""
+    return int(request.meta.get(counter, 0)) + 1
+
+
 class RetryMiddleware:
     def __init__(self, policy: BackoffPolicy, stats: StatsCollector, statuses: frozenset[int] | None = None) -> None:
         self.policy = policy
@@ -127,7 +132,7 @@ class RetryMiddleware:
         now = time.time()
         if status in THROTTLE_STATUSES:
             self.stats.inc_value(f"retry/throttled/{status}")
-            attempt = int(request.meta.get(THROTTLED_META, 0)) + 1
+            attempt = _next_attempt(request, THROTTLED_META)
             if attempt > self.policy.max_throttled:
                 return self._hand_on(request, response, attempt - 1, HostSignal.THROTTLED)
             retry_after = parse_retry_after(response.headers.get(b"Retry-After"), now)
@@ -138,7 +143,7 @@ class RetryMiddleware:
                        meta_updates={THROTTLED_META: attempt}, reason=f"HTTP {status}")
             logger.debug("Throttled (%d) %s; Retry-After %s", status, request.url, retry_after)
             return request
-        attempt = int(request.meta.get(RETRY_META, 0)) + 1
+        attempt = _next_attempt(request, RETRY_META)
         if attempt > self.policy.max_retries:
             return self._hand_on(request, response, attempt - 1, HostSignal.NEUTRAL)
         return self._retry(request, attempt, f"http_{status}", f"HTTP {status}", HostSignal.NEUTRAL, now)
@@ -171,7 +176,7 @@ class RetryMiddleware:
             elif isinstance(exception, (DownloadTimeoutError, TimeoutError)):
                 self.stats.inc_value("fetch/timeout")
             signal = HostSignal.SILENT if isinstance(exception, SILENT_ERRORS) else HostSignal.FAILED
-            attempt = int(request.meta.get(RETRY_META, 0)) + 1
+            attempt = _next_attempt(request, RETRY_META)
             if attempt > self.policy.max_retries:
                 return self._give_up(request, name, str(exception), signal)
             return self._retry(request, attempt, name, str(exception), signal, time.time())
