@@ -21,6 +21,7 @@ from crawler.frontier.keys import FrontierKeys
 from crawler.urls import normalize_url
 from support.mockweb import WebSpec, host_index, parse_page_path, politeness
 from tests.conftest import RedisServer, RunningCrawl, url_record
+from tests.netcut import NetCut
 from tests.test_crawl_e2e import fetched_pages, wait_for_log
 
 SPEC = WebSpec(hosts=30, sizes="uniform:10", fanout=3, nav=2, cross=2, latency_ms=(20, 40))
@@ -179,7 +180,9 @@ def test_redis_restart_workers_wait_and_continue(
         down_at = len(web.entries())
         time.sleep(3)
         for worker in workers:
-            assert worker.poll() is None, "a worker died while Redis was down"
+            if worker.poll() is not None:
+                died = _running.pop(worker).finish(timeout=30)
+                pytest.fail(f"a worker died while Redis was down:\n{died.stderr[-6000:]}")
         server.start()
         outputs = finish(workers)
         assert len(web.entries()) > down_at
@@ -193,6 +196,63 @@ def test_redis_restart_workers_wait_and_continue(
                 assert lost not in out, out[-3000:]
     finally:
         server.stop()
+
+
+def test_redis_lost_while_a_worker_opens_is_waited_out(
+    mockweb_factory: Any, redis_server: RedisServer, crawl_id: str, tmp_path: Path
+) -> None:
+    """The command's preflight reaches Redis; then, as the worker's components open (the frontier's
+    checks and scripts, the pipelines' indexes), the network drops every connection and refuses new
+    ones for 2 s. The worker waits it out, saying why, and crawls everything."""
+    web = mockweb_factory(SPEC)
+    seeds = ",".join(web.url(h) for h in SEED_HOSTS)
+    handshake = {b"PING", b"INFO", b"CLIENT", b"HELLO", b"SELECT", b"AUTH"}
+    cut = NetCut(("127.0.0.1", redis_server.port), allowed=handshake, outage=2.0)
+    try:
+        settings = settings_for(cut.url, crawl_id, tmp_path / "data")
+        (output,) = finish(start_workers(1, seeds, settings))
+    finally:
+        cut.close()
+    assert cut.cut_at is not None
+    assert "open: Redis unreachable" in output or "Redis at redis://" in output, output[-3000:]
+    assert_complete(web, tmp_path / "data" / crawl_id / "warc")
+
+
+def test_the_first_connection_waits_for_redis_then_names_the_setting(tmp_path: Path) -> None:
+    """A worker's first connection (after the command's preflight) meets a Redis that is down: it waits
+    and connects when the server is back; past REDIS_OUTAGE_TIMEOUT the error names REDIS_URL."""
+    import asyncio
+
+    from crawler.exceptions import FrontierUnavailableError
+    from crawler.redisconn.config import RedisConfig
+    from crawler.redisconn.outage import OutagePolicy
+    from crawler.redisconn.provider import RedisProvider
+
+    server = RedisServer(tmp_path / "redis")
+    config = RedisConfig(server.url, Path("unused"), "redis-server", 2.0)
+
+    async def connect_while_it_starts() -> bytes:
+        provider = RedisProvider(config, OutagePolicy(timeout=60, base_delay=0.1, max_delay=0.5))
+        opening = asyncio.ensure_future(provider.client())
+        await asyncio.sleep(1.0)
+        assert not opening.done()
+        server.start()
+        client = await opening
+        await client.set("back", "yes")
+        value: bytes = await client.get("back")
+        await provider.close()
+        return value
+
+    async def give_up() -> None:
+        provider = RedisProvider(config, OutagePolicy(timeout=0.5, base_delay=0.1, max_delay=0.2))
+        await provider.client()
+
+    try:
+        assert asyncio.run(connect_while_it_starts()) == b"yes"
+    finally:
+        server.stop()
+    with pytest.raises(FrontierUnavailableError, match=r"\(REDIS_URL\) after waiting REDIS_OUTAGE_TIMEOUT = 0.5 s"):
+        asyncio.run(give_up())
 
 
 def test_hundreds_of_concurrent_redis_calls_wait_for_a_connection_instead_of_failing(

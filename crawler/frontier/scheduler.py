@@ -99,6 +99,10 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
     from twisted.internet.defer import Deferred
 
+    from crawler.frontier.sizing import CrawlSizes
+    from crawler.frontier.store import RedisFrontier
+    from crawler.redisconn.link import AnyRedis
+
 logger = logging.getLogger(__name__)
 
 
@@ -217,21 +221,18 @@ class FrontierScheduler(BaseScheduler):
             self.mode = RecrawlMode.parse(spider_mode, "mode (spider argument)")
         client = await self.provider.client()
         if self.config.reset_on_start:
-            deleted = await reset_crawl(client, self.config.crawl_id)
+            deleted = await self.provider.outage.call(
+                "Frontier reset", lambda: reset_crawl(client, self.config.crawl_id), self.stats)
             logger.warning("Frontier %r reset (FRONTIER_RESET_ON_START): %d keys deleted, the crawl starts over",
                            self.config.crawl_id, deleted)
-        await check_crawl_metadata(client, self.router)
-        await self._check_politeness_key(client)
+        # Every step reads or writes only what a second try reads and writes the same way:
+        # a Redis outage while this worker opens is waited out, not fatal.
+        sizes, frontiers = await self.provider.outage.call("Frontier open", lambda: self._open_shards(client),
+                                                          self.stats)
         count = self.router.count
-        sizes = await crawl_sizes(client, self.router, self.crawler.settings, self.provider.config.memory_limit)
         self.config = replace(self.config, inlink_cells=sizes.inlink_cells)
-        frontiers = shard_frontiers(client, self.router, self.config, sizes.seen, self.backoff)
         codec = RequestCodec(spider, SitemapSettings.from_settings(self.crawler.settings).max_bytes)
         self.intake.bind(codec, frontiers)
-        buckets = await bucket_sizes(client, self.router.keys[0].leases, external=self.provider.embedded is None)
-        for frontier in frontiers:
-            frontier.sizes = buckets
-            await frontier.prepare()
         self.pump.memory = MemoryWatch(client, self.router, sizes.memory_limit, self.config.levels,
                                        self.page_bytes, self.memory_interval, self.stats)
         # The engine's own record of requests still being processed (watched: a
@@ -263,6 +264,19 @@ class FrontierScheduler(BaseScheduler):
             f"{sizes.memory_limit / 2**20:,.0f} MiB" if sizes.memory_limit else "none",
             sizes.seen.bloom_bits / 8 / 2**20,
         )
+
+    async def _open_shards(self, client: AnyRedis) -> tuple[CrawlSizes, list[RedisFrontier]]:
+        """The crawl's recorded sizes checked, and each shard's frontier with its scripts loaded."""
+        await check_crawl_metadata(client, self.router)
+        await self._check_politeness_key(client)
+        sizes = await crawl_sizes(client, self.router, self.crawler.settings, self.provider.config.memory_limit)
+        config = replace(self.config, inlink_cells=sizes.inlink_cells)
+        frontiers = shard_frontiers(client, self.router, config, sizes.seen, self.backoff)
+        buckets = await bucket_sizes(client, self.router.keys[0].leases, external=self.provider.embedded is None)
+        for frontier in frontiers:
+            frontier.sizes = buckets
+            await frontier.prepare()
+        return sizes, frontiers
 
     async def _check_politeness_key(self, client: Any) -> None:
         """Every worker of a crawl keeps politeness by the same key (recorded by the first)."""

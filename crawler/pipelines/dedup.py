@@ -33,6 +33,8 @@ from crawler.warc.records import payload_digest, warc_date
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
+    from crawler.redisconn.link import AnyRedis
+
 logger = logging.getLogger(__name__)
 
 
@@ -67,9 +69,13 @@ class DedupPipeline:
 
     async def open_spider(self) -> None:
         client = await self.provider.client()
+        self.index = await self.provider.outage.call("Dedup index open", lambda: self._open(client), self.stats)
+
+    async def _open(self, client: AnyRedis) -> DedupIndex:
         sizes = await bucket_sizes(client, self.router.keys[0].leases, external=False)
-        self.index = DedupIndex(client, self.router, self.distance, sizes)
-        await self.index.open()
+        index = DedupIndex(client, self.router, self.distance, sizes)
+        await index.open()
+        return index
 
     async def close_spider(self) -> None:
         if self.index is not None:

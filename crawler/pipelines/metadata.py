@@ -41,6 +41,8 @@ from crawler.urls.normalize import DEFAULT_CONFIG as DEFAULT_NORMALIZATION
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
+    from crawler.redisconn.link import AnyRedis
+
 logger = logging.getLogger(__name__)
 
 #: What a record says of its URL's callback (a revisit is built with it).
@@ -108,14 +110,18 @@ class UrlMetadataPipeline:
 
     async def open_spider(self) -> None:
         client = await self.provider.client()
+        self.store = await self.provider.outage.call("URL metadata store open", lambda: self._open(client),
+                                                     self.stats)
+
+    async def _open(self, client: AnyRedis) -> UrlMetadataStore:
         if self.settings is not None:
             sizes = await crawl_sizes(client, self.router, self.settings, self.provider.config.memory_limit)
             self.seen, self.inlink_cells = sizes.seen, sizes.inlink_cells
         buckets = await bucket_sizes(client, self.router.keys[0].leases, external=False)
-        self.store = UrlMetadataStore(
-            client, self.router, self.change_distance, self.inlink_cells, self.repeat_window, buckets
-        )
-        await self.store.open()
+        store = UrlMetadataStore(client, self.router, self.change_distance, self.inlink_cells, self.repeat_window,
+                                 buckets)
+        await store.open()
+        return store
 
     async def close_spider(self) -> None:
         if self.store is not None:

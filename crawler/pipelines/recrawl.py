@@ -50,6 +50,8 @@ from crawler.warc.records import micros_of_warc_date, warc_date
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
+    from crawler.redisconn.link import AnyRedis
+
 logger = logging.getLogger(__name__)
 
 #: Callbacks whose items are revisited.
@@ -104,9 +106,14 @@ class RecrawlPipeline:
 
     async def open_spider(self) -> None:
         client = await self.provider.client()
+        self.schedule = await self.provider.outage.call("Recrawl schedule open", lambda: self._open(client),
+                                                        self.stats)
+
+    async def _open(self, client: AnyRedis) -> DueSchedule:
         sizes = await bucket_sizes(client, self.router.keys[0].leases, external=False)
-        self.schedule = DueSchedule(client, self.router, sizes)
-        await self.schedule.open()
+        schedule = DueSchedule(client, self.router, sizes)
+        await schedule.open()
+        return schedule
 
     async def close_spider(self) -> None:
         if self.schedule is not None:

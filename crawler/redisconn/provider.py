@@ -19,9 +19,7 @@ from typing import TYPE_CHECKING
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.driver_info import DriverInfo
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from scrapy import signals
 
 from crawler import __version__
@@ -31,7 +29,7 @@ from crawler.redisconn.batch import BatchedScripts
 from crawler.redisconn.config import RedisConfig
 from crawler.redisconn.embedded import EmbeddedRedisServer
 from crawler.redisconn.link import AnyRedis
-from crawler.redisconn.outage import OutagePolicy
+from crawler.redisconn.outage import REDIS_DOWN, OutagePolicy
 from crawler.secrets import redact_url
 
 if TYPE_CHECKING:
@@ -123,12 +121,16 @@ class RedisProvider:
                 socket_connect_timeout=self.config.connect_timeout,
                 password=self.config.password,
             )
-            try:
+            async def up() -> None:
                 await client.initialize()
                 await client.ping()
+
+            try:
+                await self.outage.call(f"Redis Cluster at {self.url}", up)
             except (RedisError, OSError) as exc:
                 await client.aclose()
-                raise FrontierUnavailableError(f"cannot reach the Redis Cluster at {self.url}: {exc}") from None
+                raise FrontierUnavailableError(f"cannot reach the Redis Cluster at {self.url} (REDIS_CLUSTER_NODES) "
+                                               f"{self._waited}: {exc}") from None
             logger.info("Frontier Redis Cluster: %s (%d primaries)", self.url, len(client.get_primaries()))
             return client
         if url is None:
@@ -155,15 +157,22 @@ class RedisProvider:
         )
         client = Redis.from_pool(pool)
         try:
-            await client.ping()
-        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            # The command's preflight reached this server a moment ago: an outage now (a
+            # restart, a failover) is waited out like one in mid-crawl, with a line per try.
+            await self.outage.call(f"Redis at {self.url}", client.ping)
+        except REDIS_DOWN as exc:
             await client.aclose()
-            raise FrontierUnavailableError(f"cannot reach Redis at {self.url}: {exc}") from None
+            raise FrontierUnavailableError(
+                f"cannot reach Redis at {self.url} (REDIS_URL) {self._waited}: {exc}") from None
         except RedisError as exc:
             await client.aclose()
             raise FrontierUnavailableError(f"Redis at {self.url} refused the connection: {exc}") from None
         logger.info("Frontier Redis: %s", self.url)
         return client
+
+    @property
+    def _waited(self) -> str:
+        return f"after waiting REDIS_OUTAGE_TIMEOUT = {self.outage.timeout:g} s"
 
     async def close(self) -> None:
         if self._batched is not None:
