@@ -77,6 +77,13 @@ def _depth(settings: BaseSettings, value: Any) -> dict[str, Any]:
     return {"URL_MAX_DEPTH": limit} if limit > 0 else {}
 
 
+def _per_domain(settings: BaseSettings, value: Any) -> dict[str, Any]:
+    per_key = int(_number(settings, "CONCURRENT_REQUESTS_PER_DOMAIN"))
+    if per_key < 1:
+        raise ConfigurationError("CONCURRENT_REQUESTS_PER_DOMAIN", f"must be >= 1, not {per_key}")
+    return {"FRONTIER_CONCURRENCY_PER_KEY": per_key}
+
+
 def _redis_host(settings: BaseSettings, value: Any) -> dict[str, Any]:
     if settings.get("REDIS_URL"):
         return {}
@@ -99,9 +106,13 @@ TABLE: tuple[Mapping, ...] = (
             "With AutoThrottle on, the delay after a fetch is its latency / `AUTOTHROTTLE_TARGET_CONCURRENCY` "
             "(the delay factor) up to `AUTOTHROTTLE_MAX_DELAY`, per host across workers; Scrapy's AutoThrottle "
             "is turned off.", _autothrottle, False),
-    Mapping("CONCURRENT_REQUESTS_PER_DOMAIN", "`FRONTIER_POLITENESS_KEY`", "Replaced: one request per host (or per "
-            "registered domain or address, `FRONTIER_POLITENESS_KEY`) in flight across every worker.",
-            unapplied=True),
+    Mapping("CONCURRENT_REQUESTS_PER_DOMAIN", "`FRONTIER_CONCURRENCY_PER_KEY`", "Read as the requests in flight "
+            "per host across every worker (Scrapy's default of 8 is not: unset, one at a time); their starts are "
+            "spaced by the delay, as Scrapy's download slots space theirs (Scrapy's own per-slot limit keeps the "
+            "value and never binds: a worker holds no more); they overlap only when the delay is shorter than "
+            "the answers take: lower `FRONTIER_DELAY_FACTOR` (`AUTOTHROTTLE_TARGET_CONCURRENCY = k`). Above 1 it "
+            "needs `FRONTIER_POLITENESS_KEY = \"host\"`.",
+            _per_domain),
     Mapping("CONCURRENT_REQUESTS_PER_IP", "`FRONTIER_POLITENESS_KEY`", "Replaced: set `FRONTIER_POLITENESS_KEY = "
             "\"ip\"` for one request per address in flight.", unapplied=True),
     Mapping("ROBOTSTXT_OBEY", "`ROBOTS_ENABLED`", "Read as `ROBOTS_ENABLED`: the crawler's robots.txt (RFC 9309, "

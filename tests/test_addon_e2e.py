@@ -272,6 +272,62 @@ def test_a_team_project_with_the_addon_crawls_politely_with_scrapys_behaviour(
     assert unnamed.returncode == 2 and "--crawl-id" in unnamed.stderr and "team" in unnamed.stderr, unnamed.stderr
 
 
+def most_in_flight(entries: list[Any]) -> int:
+    """The most requests one host had in flight at once, from the server's log."""
+    most = 0
+    by_host: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    for entry in entries:
+        by_host[entry.host] += [(entry.start, 1), (entry.end, -1)]
+    for events in by_host.values():
+        now = 0
+        for _, step in sorted(events):  # an end before a start at the same instant
+            now += step
+            most = max(most, now)
+    return most
+
+
+@pytest.mark.parametrize("per_host", [4, 1])
+def test_several_requests_per_host_across_two_workers_when_the_project_asks(
+    team_project: Path, team_venv: Path, mockweb_factory: Any, per_host: int
+) -> None:
+    """CONCURRENT_REQUESTS_PER_DOMAIN = 4 in the project: two workers together never have more than 4
+    requests in flight to the host, and do have several; = 1: one at a time, as without it. With
+    AutoThrottle's target concurrency 4 the delay (a quarter of the answer's time) spaces the starts."""
+    web = mockweb_factory(WebSpec(hosts=5, sizes="uniform:40", fanout=3, nav=1, cross=1, filler_words=50, seed=3,
+                                  latency_ms=(150, 250)))
+    host = 0
+    crawl_id = f"slots{uuid.uuid4().hex[:8]}"
+    args = ["crawl", "team", "-a", f"start={web.url(host)}", "-a", f"domain={host_ip(host)}",
+            "-a", f"crawl_id={crawl_id}", "-s", f"CONCURRENT_REQUESTS_PER_DOMAIN={per_host}",
+            "-s", "DOWNLOAD_DELAY=0.01", "-s", "AUTOTHROTTLE_ENABLED=True",
+            "-s", "AUTOTHROTTLE_TARGET_CONCURRENCY=4", "-s", "DEPTH_LIMIT=3"]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "REDIS_URL", "SCRAPY_SETTINGS_MODULE")}
+    env["PATH"] = f"{team_venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    workers = [subprocess.Popen([str(team_venv / "bin" / "scrapy"), *args], cwd=team_project, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [worker.communicate(timeout=240) for worker in workers]
+    for worker, (_, stderr) in zip(workers, outputs):
+        assert worker.returncode == 0, stderr[-4000:]
+    entries = web.entries()
+    assert {entry.host for entry in entries} == {host_ip(host)}, "nothing off-site"
+    assert min(entries, key=lambda entry: entry.start).path == "/robots.txt"
+    assert sum(entry.path == "/robots.txt" for entry in entries) == 1
+    fetched = [parse_page_path(entry.path) for entry in entries if entry.path != "/robots.txt"]
+    # Each page of the depth limit once, by either worker; the start URL once per worker (Scrapy's
+    # start requests skip the duplicate filter).
+    assert sorted(set(fetched)) == sorted(within_depth(host, 3))
+    assert all(fetched.count(page) == (2 if page == 0 else 1) for page in set(fetched)), sorted(fetched)
+    most = most_in_flight(entries)
+    if per_host == 1:
+        assert most == 1
+        assert politeness(entries, min_gap=0.01).overlaps == 0
+    else:
+        assert 2 <= most <= per_host, most
+        assert f"read as FRONTIER_CONCURRENCY_PER_KEY = {per_host}" in outputs[0][1]
+    uris = warc_responses(team_project / "crawl-data", team_venv)
+    assert {web.url(host, page) for page in fetched} <= uris
+
+
 def test_a_crawlspider_and_a_redisspider_run_on_the_frontier(
     team_project: Path, team_venv: Path, mockweb_factory: Any, redis_server: Any
 ) -> None:

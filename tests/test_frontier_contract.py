@@ -166,6 +166,44 @@ def test_one_url_per_host_in_flight_and_next_allowed_time(run: Callable[..., Non
     run(body)
 
 
+def test_several_requests_per_host_when_asked_starts_spaced_by_the_delay(run: Callable[..., None]) -> None:
+    """FRONTIER_CONCURRENCY_PER_KEY = 3: up to 3 leases of one host at once, across every claimer; their
+    starts spaced by the delay (the min delay before the first answer, then the answer's), as Scrapy's
+    download slots space theirs; an ack or an expired lease frees a slot; a sibling's backoff holds the
+    host whatever its other answers say."""
+
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        await f.enqueue([entry(f"http://a.test/{i}") for i in range(9)])
+        starts = []
+        for at in (T0, T0 + 100, T0 + 200):
+            claimed = (await f.claim(at, 10)).claimed
+            assert len(claimed) == 1  # one start per gap (100 ms), however many are asked for
+            starts.append(claimed[0][0])
+            assert (await f.claim(at + 99, 10)).claimed == []
+        f = await h.reopen()
+        assert (await f.claim(T0 + 400, 10)).claimed == []  # three in flight: the host is full
+        assert (await f.counts()).leased == 3
+        # An answer with a 500 ms delay: the next start is 500 ms after the last start (T0 + 200).
+        assert await f.ack([Completion(starts[0].member, T0 + 800, T0 + 300)]) == (1, 0)
+        assert (await f.claim(T0 + 699, 10)).claimed == []
+        fourth = (await f.claim(T0 + 700, 10)).claimed
+        assert len(fourth) == 1
+        # Throttled (429) on one, an ordinary answer on another: the host waits for the backoff.
+        await f.ack([Completion(starts[1].member, T0 + 900, T0 + 800, host_signal=HostSignal.THROTTLED)])
+        f = await h.reopen()
+        await f.ack([Completion(starts[2].member, T0 + 900, T0 + 850)])
+        assert (await f.counts()).leased == 1
+        assert (await f.claim(T0 + 1300, 10)).claimed == []  # without the backoff: ready at T0 + 750
+        # The last lease expires (T0 + 10,700): its slot is free and its URL first in line again.
+        late = await f.claim(T0 + 120_000, 10)
+        assert late.expired == 1
+        assert [blob for _, blob in late.claimed] == [fourth[0][1]]
+
+    run(body, per_key=3, min_delay=0.1)
+
+
 def test_host_delay_floor_raises_next_allowed_time(run: Callable[..., None]) -> None:
     async def body(h: Harness) -> None:
         f = h.frontier

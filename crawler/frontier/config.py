@@ -72,6 +72,8 @@ class FrontierConfig:
     robots_first: bool = False
     #: What one request at a time and one clock are kept for.
     politeness_key: PolitenessKey = PolitenessKey.HOST
+    #: Requests in flight at once per politeness key, across every worker (above 1: host keys only).
+    per_key: int = 1
     #: Delete the crawl's keys when the worker opens (start over).
     reset_on_start: bool = False
     #: Requests with callbacks the frontier cannot store, kept in this process at most.
@@ -96,6 +98,15 @@ class FrontierConfig:
         if len(weights) > MAX_LEVELS:
             raise ConfigurationError("FRONTIER_QUEUE_WEIGHTS",
                                      f"at most {MAX_LEVELS} priority levels, got {len(weights)}")
+        politeness_key = PolitenessKey.from_settings(settings)
+        per_key = get_int(settings, "FRONTIER_CONCURRENCY_PER_KEY", minimum=1)
+        if per_key > 1 and politeness_key is not PolitenessKey.HOST:
+            raise ConfigurationError(
+                "FRONTIER_CONCURRENCY_PER_KEY",
+                f"{per_key} requests in flight per key needs FRONTIER_POLITENESS_KEY = 'host' (it is "
+                f"{politeness_key.value!r}: a domain or an address keeps one request at a time; a project's "
+                f"CONCURRENT_REQUESTS_PER_DOMAIN is read as FRONTIER_CONCURRENCY_PER_KEY)",
+            )
         active = get_int(settings, "FRONTIER_ACTIVE_HOSTS", minimum=1)
         lease = get_float(settings, "FRONTIER_LEASE_TIMEOUT", minimum=1.0)
         return cls(
@@ -117,7 +128,8 @@ class FrontierConfig:
             due_batch=get_int(settings, "RECRAWL_DRAIN_BATCH", minimum=1),
             sleep_horizon=get_float(settings, "FRONTIER_SLEEP_HORIZON", minimum=0.0),
             robots_first=robots_first(settings),
-            politeness_key=PolitenessKey.from_settings(settings),
+            politeness_key=politeness_key,
+            per_key=per_key,
             reset_on_start=get_bool(settings, "FRONTIER_RESET_ON_START"),
             local_requests=get_int(settings, "FRONTIER_LOCAL_REQUESTS", minimum=0),
         )

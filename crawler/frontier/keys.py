@@ -65,6 +65,8 @@ SHARD_KEYS: dict[str, ShardKey] = {
                             "host"),
     "robots_record": ShardKey("robots:", "string", "<origin>: the shared robots.txt record of an origin", "host"),
     "sitemaps": ShardKey("sitemaps:", "set", "<host>: sitemap URLs robots.txt lists", "host"),
+    "slots": ShardKey("slots", "hash", "host -> \"<in flight> <gap ms> <last start ms>\" (only with "
+                      "FRONTIER_CONCURRENCY_PER_KEY > 1)", "host"),
     "group": ShardKey("group", "hash", "host -> its politeness group (domain or address)", "host"),
     "group_next": ShardKey("gnext", "hash", "politeness group -> next allowed time (ms)", "host"),
     "group_busy": ShardKey("gbusy", "hash", "politeness group -> its host in flight", "host"),

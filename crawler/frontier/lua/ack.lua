@@ -10,7 +10,9 @@
 -- common.lua: the group's clock is set from the politeness delay and floor of
 -- the fetch, its longest-waiting host is ready next, and this one queues
 -- behind the others); ARGV[10]: priority levels; ARGV[11]: URL records per
--- bucket (linear hashing)
+-- bucket (linear hashing); ARGV[12]: requests in flight per host at most (k,
+-- FRONTIER_CONCURRENCY_PER_KEY; k > 1: the politeness delay spaces the
+-- host's starts, see slots_get in common.lua)
 -- then 9 values per lease: member, next_allowed_ms (0: the request never
 --   reached the host, which may be contacted again at once), completed_ms,
 --   action (0 done, 1 requeue, 2 dead letter), not_before_ms, blob ('' = keep
@@ -35,7 +37,8 @@
 -- delay floors and throttle levels are read with one command each per chunk
 -- of leases, and the lease removals, request deletions, failure resets and
 -- ready times are written with one command each. This relies on the
--- frontier's invariant that a host has at most one lease held at a time.
+-- frontier's invariant that a host has at most one lease held at a time
+-- (k = 1; with k > 1 a host's ready time is read and written per lease).
 -- Returns {acked, stale, requeued, dead, parked}.
 local P = ARGV[1]
 local now = tonumber(ARGV[2])
@@ -48,6 +51,7 @@ local horizon = tonumber(ARGV[8])
 local grouped = ARGV[9] == '1'
 local levels = tonumber(ARGV[10])
 local records = urls_open(P, tonumber(ARGV[11]))
+local per_key = tonumber(ARGV[12])
 local leases = KEYS[1]
 local leased = P .. K.leased
 local throttles = P .. K.host_throttle
@@ -89,10 +93,22 @@ local function complete(i, leaseno, id, level, host, floor, throttled)
   local blob = ARGV[i + 5]
   local signal = tonumber(ARGV[i + 6])
   local at = tonumber(ARGV[i + 1])
-  if at == 0 then
+  local contacted = at ~= 0
+  if not contacted then
     at = completed  -- never contacted: no politeness delay, no floor
   elseif floor then
     at = math.max(at, completed + tonumber(floor))
+  end
+  local n, gap, start
+  if per_key > 1 then
+    -- The delay after this answer spaces the host's starts: the next one
+    -- comes that long after the last one (not after this answer).
+    n, gap, start = slots_get(P, host)
+    n = n - 1
+    if contacted then
+      gap = at - completed
+      at = (start or completed) + gap
+    end
   end
   local polite_at = at  -- the group's next allowed time (not this host's backoff)
   if id == ROBOTS_ID then
@@ -188,12 +204,31 @@ local function complete(i, leaseno, id, level, host, floor, throttled)
   if grouped then
     group, waiter = free_group(P, host, polite_at)
   end
+  if per_key > 1 then
+    -- The host may be in the heap (below k) or asleep (a sibling's backoff):
+    -- its time only moves later, and it is placed again below.
+    local placed = redis.call('ZSCORE', P .. K.ready, host) or redis.call('ZSCORE', P .. K.sleeping, host)
+    if placed then
+      at = math.max(at, tonumber(placed))
+      redis.call('ZREM', P .. K.ready, host)
+      redis.call('ZREM', P .. K.sleeping, host)
+    end
+  end
   if back_empty(P, host, levels) then
     redis.call('SREM', P .. K.active, host)
     push1(unparked, host)
     redis.call('ZADD', P .. K.cool, fmt(at), host)
+    if per_key > 1 then
+      slots_set(P, host, n, n > 0 and gap or nil, start)
+    end
   elseif at - completed > horizon then
     redis.call('ZADD', P .. K.sleeping, fmt(at), host)
+    if per_key > 1 then
+      slots_set(P, host, n, n > 0 and gap or nil, start)
+    end
+  elseif per_key > 1 then
+    redis.call('ZADD', P .. K.ready, fmt(at), host)
+    slots_set(P, host, n, gap, start)
   elseif waiter then
     -- Its group's other hosts go first: this one queues behind them.
     redis.call('ZADD', P .. K.group_wait .. group, fmt(completed), host)
@@ -202,7 +237,7 @@ local function complete(i, leaseno, id, level, host, floor, throttled)
   end
 end
 
-for start = 12, #ARGV, 9 * PER do
+for start = 13, #ARGV, 9 * PER do
   local last = math.min(#ARGV, start + 9 * PER - 1)
   -- Which of these leases are still held (ZMSCORE), then their hosts' floors and throttles.
   local members = {'ZMSCORE', leases}

@@ -6,7 +6,10 @@
 --       expire_limit, sleep_horizon_ms, robots_first (1: a host's robots.txt
 --       decision must exist before its pages are handed out), grouped (1:
 --       politeness groups, see common.lua), URL records per bucket (linear
---       hashing), then the front-queue weights, highest priority first.
+--       hashing), requests in flight per host at most (k,
+--       FRONTIER_CONCURRENCY_PER_KEY; k > 1: see slots_get in common.lua), the
+--       gap between two starts of a host before its first answer (ms), then
+--       the front-queue weights, highest priority first.
 -- A queue entry is a stored request, or "@<URL key>": a revisit, whose
 -- request is built from the URL's record; it is handed out as "#" followed
 -- by the record (a revisit whose record is gone counts as missing).
@@ -23,9 +26,11 @@ local horizon = tonumber(ARGV[8])
 local robots_first = ARGV[9] == '1'
 local grouped = ARGV[10] == '1'
 local records = urls_open(P, tonumber(ARGV[11]))
+local per_key = tonumber(ARGV[12])
+local first_gap = tonumber(ARGV[13])
 local weights = {}
 local total_weight = 0
-for i = 12, #ARGV do
+for i = 14, #ARGV do
   weights[#weights + 1] = tonumber(ARGV[i])
   total_weight = total_weight + tonumber(ARGV[i])
 end
@@ -44,7 +49,7 @@ for _, member in ipairs(expired) do
   redis.call('ZREM', leases, member)
   local leaseno, level, id, host = parse_member(member)
   if leaseno then
-    requeue(P, leaseno, id, host, level, now, grouped)
+    requeue(P, leaseno, id, host, level, now, grouped, per_key)
   end
 end
 
@@ -219,10 +224,23 @@ if max_claim > 0 then
         robots_due[index] = not until_of[index] or tonumber(until_of[index]) <= now
       end
     end
+    -- k > 1: a host at k requests in flight (or with any in flight while its
+    -- robots.txt is due) leaves the heap until an ack; one below k stays in
+    -- it, its next start a gap away (written after the removals below).
+    local in_flight, stays = {}, {}
+    if per_key > 1 then
+      in_flight = redis.call('HMGET', P .. K.slots, unpack(hosts))
+    end
     for index, host in ipairs(hosts) do
       push1(unready, host)
       local entry, level, blob
-      while true do
+      local n, gap = 0, nil
+      if per_key > 1 and in_flight[index] then
+        local count, gap_ms = string.match(in_flight[index], '^(%d+) (%d+)')
+        n, gap = tonumber(count), tonumber(gap_ms)
+      end
+      local full = n >= per_key or (n > 0 and robots_due[index])
+      while not full do
         if robots_due[index] then
           entry, level = back_peek(P, host, levels)
         else
@@ -249,7 +267,17 @@ if max_claim > 0 then
           taken = taken + 1
         end
       end
-      if blob then
+      if full then
+        -- (no lease: an ack of this host's requests puts it back)
+      elseif blob then
+        if per_key > 1 then
+          gap = gap or first_gap
+          if not robots_due[index] and n + 1 < per_key then
+            stays[#stays + 1] = fmt(now + gap)
+            stays[#stays + 1] = host
+          end
+          slots_set(P, host, n + 1, gap, now)
+        end
         if grouped then
           redis.call('HSET', P .. K.group_busy, group_of_host[host], host)
         end
@@ -267,12 +295,18 @@ if max_claim > 0 then
       else
         -- The back queue ran dry (only missing revisits): the host leaves.
         redis.call('SREM', active, host)
+        if per_key > 1 and n == 0 then
+          redis.call('HDEL', P .. K.slots, host)
+        end
         if grouped then
           free_group(P, host, now)
         end
       end
     end
     flush(unready)
+    if #stays > 0 then
+      redis.call('ZADD', ready, unpack(stays))
+    end
     flush(held)
     flush(new_leases)
   end

@@ -136,11 +136,39 @@ local function free_group(P, host, at)
   return group, #waiting > 0
 end
 
+-- Several requests in flight per host (FRONTIER_CONCURRENCY_PER_KEY k > 1;
+-- with k = 1 none of this runs and a host in flight is simply out of the
+-- ready heap). P..K.slots holds "<in flight> <gap ms> <last start ms>" of a
+-- host with a lease, or ready with its gap remembered: a host stays in the
+-- ready heap while fewer than k of its requests are in flight, its starts
+-- spaced by the gap (the politeness delay of its last answer), as Scrapy's
+-- download slots space theirs; it leaves the heap at k and comes back at an
+-- ack. The field goes when the host has nothing in flight and leaves the
+-- ready heap (asleep, dry), so it is bounded by the awake hosts.
+local function slots_get(P, host)
+  local raw = redis.call('HGET', P .. K.slots, host)
+  if not raw then
+    return 0, nil, nil
+  end
+  local n, gap, start = string.match(raw, '^(%d+) (%d+) (%d+)$')
+  return tonumber(n), tonumber(gap), tonumber(start)
+end
+
+local function slots_set(P, host, n, gap, start)
+  if n <= 0 and not gap then
+    redis.call('HDEL', P .. K.slots, host)
+  else
+    redis.call('HSET', P .. K.slots, host, string.format('%s %s %s', fmt(math.max(n, 0)), fmt(gap or 0),
+                                                          fmt(start or 0)))
+  end
+end
+
 -- Give a lease's entry back (an expired or released lease): it leaves the
 -- leased hash for the head of its level in its host's back queue (a
 -- robots.txt lease has none: its request never left the queue), and the host
--- is ready at `at` (it kept its back queue while in flight).
-local function requeue(P, leaseno, id, host, level, at, grouped)
+-- is ready at `at` (it kept its back queue while in flight; with k > 1 a
+-- host asleep stays asleep, its other requests' acks decide).
+local function requeue(P, leaseno, id, host, level, at, grouped, per_key)
   local entry = nil
   if id ~= ROBOTS_ID then
     entry = redis.call('HGET', P .. K.leased, leaseno)
@@ -151,6 +179,14 @@ local function requeue(P, leaseno, id, host, level, at, grouped)
     redis.call('INCR', P .. K.queued)
   end
   redis.call('SADD', P .. K.active, host)
+  if per_key > 1 then
+    local n, gap, start = slots_get(P, host)
+    if redis.call('ZSCORE', P .. K.sleeping, host) then
+      slots_set(P, host, n - 1, n > 1 and gap or nil, start)
+      return
+    end
+    slots_set(P, host, n - 1, gap, start)
+  end
   redis.call('ZADD', P .. K.ready, 'NX', at, host)
   if grouped then
     free_group(P, host, tonumber(at))
