@@ -11,7 +11,7 @@ empty :=
 space := $(empty) $(empty)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: crawl test lint unit docs venv replay-venv redis-server chromium bench scale clean
+.PHONY: crawl test lint unit compat docs venv replay-venv redis-server chromium bench scale clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
@@ -69,6 +69,21 @@ crawl: venv redis-server chromium
 test: venv replay-venv redis-server chromium lint docs
 	$(BIN)/python -m pytest -q --timeout=600 tests
 
+## make compat: the add-on's tests on the older Scrapy releases it supports, each in a venv of its own
+## (make test runs everything on the newest, requirements.txt's)
+COMPAT_SCRAPY ?= 2.17.0 2.18.0
+COMPAT_TESTS ?= tests/test_units.py tests/test_addon.py tests/test_addon_e2e.py tests/test_crawl_e2e.py
+compat: venv redis-server
+	@for version in $(COMPAT_SCRAPY); do \
+		env=.venv-scrapy-$$version; \
+		[ -x $$env/bin/python ] || $(PYTHON) -m venv $$env; \
+		sed "s/^Scrapy==.*/Scrapy==$$version/" requirements.txt > $$env/requirements.txt; \
+		$$env/bin/pip install --disable-pip-version-check -q -r $$env/requirements.txt -r requirements-dev.txt \
+			|| exit 1; \
+		echo "== Scrapy $$version"; \
+		$$env/bin/python -m pytest -q --timeout=600 $(COMPAT_TESTS) || exit 1; \
+	done
+
 ## make docs: the documentation site (build/docs/), strictly: a broken link or anchor fails
 docs: venv
 	$(BIN)/python -m crawler.defaults > docs/reference/settings.md
@@ -90,4 +105,4 @@ scale: venv redis-server
 	$(BIN)/python benchmarks/scale.py
 
 clean:
-	rm -rf $(VENV) $(REPLAY) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(REPLAY) .venv-scrapy-* .pytest_cache .mypy_cache .ruff_cache

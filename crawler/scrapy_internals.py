@@ -11,8 +11,10 @@ crawl later:
   work now" call; and whether the
   engine stays open when idle (:func:`engine_is_interactive`: ``scrapy
   shell``, whose ``fetch()`` waits on the very request object it scheduled);
-* Scrapy's aiohttp download handler and its response class, which the
-  crawler's handler extends (:mod:`crawler.downloader.handler`);
+* Scrapy's streaming download-handler base class, which the crawler's
+  handler extends (:mod:`crawler.downloader.handler`: the same base as
+  Scrapy's own aiohttp and httpx handlers, in Scrapy 2.17 to 2.19), and
+  Scrapy's TLS context and TLS debug log for it;
 * Scrapy's download-handler helpers (stop-download checks, data-loss and
   warn-size messages, building a response);
 * whether any receiver listens to a signal (PyDispatcher's registry), so the
@@ -25,8 +27,11 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from pydispatch.dispatcher import getAllReceivers, liveReceivers
-from scrapy.core.downloader.handlers._aiohttp import AiohttpDownloadHandler, _ClientResponse
+from scrapy.core.downloader.handlers._base_streaming import BaseStreamingDownloadHandler
+from scrapy.core.downloader.handlers._base_streaming import _BaseResponseArgs as BaseResponseArgs
 from scrapy.utils._download_handlers import check_stop_download, get_dataloss_msg, get_warnsize_msg, make_response
+from scrapy.utils.ssl import _log_sslobj_debug_info as log_tls_session
+from scrapy.utils.ssl import _make_ssl_context as make_ssl_context
 
 from crawler.exceptions import ConfigurationError
 
@@ -34,15 +39,17 @@ if TYPE_CHECKING:
     from scrapy.core.engine import ExecutionEngine
 
 __all__ = [
-    "AiohttpDownloadHandler",
-    "_ClientResponse",
+    "BaseResponseArgs",
+    "BaseStreamingDownloadHandler",
     "check_stop_download",
     "engine_is_interactive",
     "engine_slot",
     "get_dataloss_msg",
     "get_warnsize_msg",
     "has_receivers",
+    "log_tls_session",
     "make_response",
+    "make_ssl_context",
 ]
 
 

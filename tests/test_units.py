@@ -471,7 +471,16 @@ def test_the_private_scrapy_apis_the_crawler_uses_are_where_it_expects_them() ->
     assert response.status == 200 and response.body == b"x"
     assert callable(scrapy_internals.check_stop_download) and "x.test" in scrapy_internals.get_dataloss_msg(
         "http://x.test/")
-    assert issubclass(scrapy_internals.AiohttpDownloadHandler, object)
+    # The crawler's handler implements every abstract method of Scrapy's streaming base.
+    import ssl
+
+    from crawler.downloader.handler import CrawlerDownloadHandler
+
+    assert issubclass(CrawlerDownloadHandler, scrapy_internals.BaseStreamingDownloadHandler)
+    assert not CrawlerDownloadHandler.__abstractmethods__
+    assert isinstance(scrapy_internals.make_ssl_context(crawler.settings), ssl.SSLContext)
+    assert callable(scrapy_internals.log_tls_session)
+    assert {"status", "url", "headers"} <= set(scrapy_internals.BaseResponseArgs.__annotations__)
 
 
 # -- the Redis schema: every key and record position the scripts use is named once --------------

@@ -52,6 +52,7 @@ from crawler.ops.view import describe_next, frontier_figures, top_hosts
 from crawler.policy.politeness import PolitenessKey
 from crawler.policy.priority import PriorityPolicy
 from crawler.redisconn.config import RedisConfig
+from crawler.redisconn.outage import OutagePolicy
 from crawler.redisconn.provider import RedisProvider
 from crawler.render.marks import Mark
 from crawler.render.marks import force as force_render
@@ -131,7 +132,8 @@ class Command(ScrapyCommand):
             raise ConfigurationError(
                 "FRONTIER_CRAWL_ID", f"no crawl data for {crawl_id!r} in {redis_config.embedded_dir}"
             )
-        provider = self.provider = RedisProvider(redis_config)
+        # An operator's command says at once that Redis is unreachable; a crawl waits an outage out.
+        provider = self.provider = RedisProvider(redis_config, OutagePolicy(timeout=0))
         client = await provider.client()
         try:
             if name not in ("seed", "reset") and not await client.exists(router.crawl_keys.crawl_key("meta")):

@@ -1,7 +1,8 @@
 """The crawler's HTTP(S) download handler (``DOWNLOAD_HANDLERS``).
 
-Scrapy's asyncio download handler (aiohttp), with three changes a broad
-crawler needs:
+Built on Scrapy's streaming download-handler base (the one Scrapy's own
+asyncio handlers share, in every Scrapy release the crawler supports), with
+what a broad crawler needs:
 
 * a **connect timeout** (``FETCH_CONNECT_TIMEOUT``) and a **first-byte
   timeout** (``FETCH_FIRST_BYTE_TIMEOUT``: the answer's head, from the moment
@@ -19,15 +20,12 @@ Requests go through the lean HTTP/1.1 client of :mod:`crawler.downloader.http11`
 (``FETCH_HTTP_CLIENT = "lean"``, the default), about a third of aiohttp's CPU
 per fetch; through a proxy (``meta["proxy"]``), with
 ``DOWNLOADER_CLIENT_TLS_VERBOSE_LOGGING``, or with ``FETCH_HTTP_CLIENT =
-"aiohttp"`` they go through Scrapy's aiohttp handler, which this class
-extends. Both paths keep Scrapy's contract: ``headers_received`` and
+"aiohttp"`` they go through aiohttp, set up as Scrapy's own aiohttp handler
+sets it up. Both paths keep Scrapy's contract: ``headers_received`` and
 ``bytes_received`` signals (``StopDownload``), ``DOWNLOAD_MAXSIZE`` /
 ``DOWNLOAD_WARNSIZE`` (declared and streamed), ``DOWNLOAD_FAIL_ON_DATALOSS``,
 ``download_latency``, ``ip_address``, ``protocol`` and ``certificate``, and
 the same Scrapy exceptions.
-
-Scrapy marks its aiohttp handler experimental; this project pins the Scrapy
-version and tests the handler end to end, so the start-up warning is off.
 """
 
 from __future__ import annotations
@@ -40,9 +38,10 @@ import time
 import zlib
 from contextlib import asynccontextmanager
 from enum import Enum
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import aiohttp
+import aiohttp.connector
 import yarl
 from scrapy import signals
 from scrapy.exceptions import (
@@ -53,6 +52,7 @@ from scrapy.exceptions import (
     ResponseDataLossError,
     UnsupportedURLSchemeError,
 )
+from scrapy.http import Headers
 from scrapy.utils.httpobj import urlparse_cached
 
 from crawler.downloader import http11
@@ -71,13 +71,15 @@ from crawler.downloader.limits import SPARE_DESCRIPTORS, ensure_file_descriptors
 from crawler.downloader.netguard import AddressPolicy, BlockedAddressError, parse_ip
 from crawler.requestmeta import BODY_LIMIT_META, CONTACTED_META, VERBATIM_URL_META
 from crawler.scrapy_internals import (
-    AiohttpDownloadHandler,
-    _ClientResponse,
+    BaseResponseArgs,
+    BaseStreamingDownloadHandler,
     check_stop_download,
     get_dataloss_msg,
     get_warnsize_msg,
     has_receivers,
+    log_tls_session,
     make_response,
+    make_ssl_context,
 )
 from crawler.settings_parsing import get_choice, get_float, get_int
 
@@ -101,8 +103,27 @@ class FetchClient(Enum):
     AIOHTTP = "aiohttp"
 
 
-class CrawlerDownloadHandler(AiohttpDownloadHandler):
-    experimental: ClassVar[bool] = False
+class _ClientResponse(aiohttp.ClientResponse):
+    """aiohttp's response, keeping what the connection knew when the answer began (its peer's
+    address, its TLS session: the transport may be gone by the time the response is built), and
+    the request's body limit (``BODY_LIMIT_META``; 0: none)."""
+
+    peer: str | None = None
+    ssl_object: ssl.SSLObject | None = None
+    body_limit: int = 0
+
+    async def start(self, connection: aiohttp.connector.Connection) -> aiohttp.ClientResponse:
+        transport = connection.transport
+        if transport is not None:
+            peer = transport.get_extra_info("peername")
+            self.peer = peer[0] if peer else None
+            ssl_object = transport.get_extra_info("ssl_object")
+            if isinstance(ssl_object, ssl.SSLObject):
+                self.ssl_object = ssl_object
+        return await super().start(connection)
+
+
+class CrawlerDownloadHandler(BaseStreamingDownloadHandler[_ClientResponse]):
     #: Built at the first request, in the running event loop: ``scrapy shell`` with Scrapy's
     #: Twisted reactor builds the engine in a thread where no loop runs yet (aiohttp's connector
     #: needs one).
@@ -127,8 +148,8 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
         ensure_file_descriptors(self._pool_size_total + self._pool.max_idle + SPARE_DESCRIPTORS)
         resolver = resolver_from_settings(settings, crawler.stats)
         self._resolver = resolver
-        # The same session Scrapy builds, with the caching, guarding resolver.
-        self._unused_session = self._session
+        self._ssl_context = make_ssl_context(settings)
+        # aiohttp as Scrapy's own handler sets it up, with the caching, guarding resolver.
         connector = aiohttp.TCPConnector(
             local_addr=self._bind_address,
             limit=self._pool_size_total,
@@ -140,7 +161,7 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
             connector=connector,
             cookie_jar=aiohttp.DummyCookieJar(),
             auto_decompress=False,
-            response_class=_LimitedResponse,
+            response_class=_ClientResponse,
             skip_auto_headers=("Accept", "Accept-Encoding", "Content-Type", "User-Agent"),
         )
 
@@ -389,9 +410,9 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
                 allow_redirects=False,
                 proxy=proxy,
             ) as response:
-                limited = cast("_LimitedResponse", response)
-                limited.body_limit = int(request.meta.get(BODY_LIMIT_META) or 0)
-                yield limited
+                answer = cast("_ClientResponse", response)
+                answer.body_limit = int(request.meta.get(BODY_LIMIT_META) or 0)
+                yield answer
         except aiohttp.ConnectionTimeoutError as exc:
             raise DownloadTimeoutError(f"Connecting to {host} took longer than {self._connect_timeout} s") from exc
         except TimeoutError as exc:
@@ -406,22 +427,43 @@ class CrawlerDownloadHandler(AiohttpDownloadHandler):
             raise DownloadFailedError(str(exc)) from exc
 
     @staticmethod
+    def _check_deps_installed() -> None:
+        """aiohttp is a requirement of the crawler: imported above."""
+
+    @staticmethod
+    def _extract_headers(response: _ClientResponse) -> Headers:
+        return Headers(list(response.headers.items()))
+
+    @staticmethod
+    def _build_base_response_args(response: _ClientResponse, request: Request, headers: Headers) -> BaseResponseArgs:
+        version = response.version
+        return {
+            "status": response.status,
+            "url": request.url,
+            "headers": headers,
+            "certificate": None if response.ssl_object is None else response.ssl_object.getpeercert(binary_form=True),
+            "ip_address": peer_address(response.peer),
+            "protocol": f"HTTP/{version.major}.{version.minor}" if version else "HTTP/1.1",
+        }
+
+    def _log_tls_info(self, response: _ClientResponse, request: Request) -> None:
+        if response.ssl_object is not None:
+            log_tls_session(response.ssl_object)
+
+    @staticmethod
     def _iter_body_chunks(response: _ClientResponse) -> AsyncIterator[bytes]:
         """The body's pieces; past the request's body limit, no more (the response has what came)."""
         chunks: AsyncIterator[bytes] = response.content.iter_any()
-        limit = getattr(response, "body_limit", 0)
+        limit = response.body_limit
         return _up_to(chunks, limit) if limit else chunks
+
+    @staticmethod
+    def _is_dataloss_exception(exc: Exception) -> bool:
+        return isinstance(exc, aiohttp.ClientPayloadError)
 
     async def close(self) -> None:
         self._pool.close()
-        await self._unused_session.close()
-        await super().close()
-
-
-class _LimitedResponse(_ClientResponse):
-    """Scrapy's aiohttp response, with the request's body limit (``BODY_LIMIT_META``; 0: none)."""
-
-    body_limit: int = 0
+        await self._session.close()
 
 
 async def _up_to(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:

@@ -64,6 +64,7 @@ class RedisProvider:
         self.embedded: EmbeddedRedisServer | None = None
         self._client: AnyRedis | None = None
         self._batched: BatchedScripts | None = None
+        self._given_up: FrontierUnavailableError | None = None
         self._lock = asyncio.Lock()
 
     @classmethod
@@ -94,8 +95,15 @@ class RedisProvider:
     async def client(self) -> AnyRedis:
         """The shared client, connected and answering PING."""
         async with self._lock:
+            if self._given_up is not None:
+                # Waited out once already: the components closing after it are told at once.
+                raise self._given_up
             if self._client is None:
-                self._client = await self._connect()
+                try:
+                    self._client = await self._connect()
+                except FrontierUnavailableError as exc:
+                    self._given_up = exc
+                    raise
                 if not resp.NATIVE:
                     logger.warning("Redis commands encoded in pure Python: crawler.redisconn._resp is not built (it "
                                    "needs a C compiler; `make venv` or `pip install` builds it). Same commands, "
@@ -129,7 +137,7 @@ class RedisProvider:
                 await self.outage.call(f"Redis Cluster at {self.url}", up)
             except (RedisError, OSError) as exc:
                 await client.aclose()
-                raise FrontierUnavailableError(f"cannot reach the Redis Cluster at {self.url} (REDIS_CLUSTER_NODES) "
+                raise FrontierUnavailableError(f"cannot reach the Redis Cluster at {self.url} (REDIS_CLUSTER_NODES)"
                                                f"{self._waited}: {exc}") from None
             logger.info("Frontier Redis Cluster: %s (%d primaries)", self.url, len(client.get_primaries()))
             return client
@@ -163,7 +171,7 @@ class RedisProvider:
         except REDIS_DOWN as exc:
             await client.aclose()
             raise FrontierUnavailableError(
-                f"cannot reach Redis at {self.url} (REDIS_URL) {self._waited}: {exc}") from None
+                f"cannot reach Redis at {self.url} (REDIS_URL){self._waited}: {exc}") from None
         except RedisError as exc:
             await client.aclose()
             raise FrontierUnavailableError(f"Redis at {self.url} refused the connection: {exc}") from None
@@ -172,7 +180,7 @@ class RedisProvider:
 
     @property
     def _waited(self) -> str:
-        return f"after waiting REDIS_OUTAGE_TIMEOUT = {self.outage.timeout:g} s"
+        return f" after waiting REDIS_OUTAGE_TIMEOUT = {self.outage.timeout:g} s" if self.outage.timeout else ""
 
     async def close(self) -> None:
         if self._batched is not None:

@@ -24,6 +24,7 @@ from urllib.parse import urljoin
 
 from scrapy import Request, Spider
 from scrapy.http import Response
+from scrapy.settings import default_settings
 from selectolax.lexbor import LexborHTMLParser
 
 from crawler.bounded import BoundedSet
@@ -90,12 +91,15 @@ class WebSpider(Spider):
             "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware": None,
             "scrapy.downloadermiddlewares.httpauth.HttpAuthMiddleware": None,
         },
+        # (Those of the running Scrapy: MetaCopyDetectionMiddleware came with 2.18.)
         "SPIDER_MIDDLEWARES": {
-            "scrapy.spidermiddlewares.httperror.HttpErrorMiddleware": None,
-            "scrapy.spidermiddlewares.referer.RefererMiddleware": None,
-            "scrapy.spidermiddlewares.urllength.UrlLengthMiddleware": None,
-            "scrapy.spidermiddlewares.depth.DepthMiddleware": None,
-            "scrapy.spidermiddlewares.metacopy.MetaCopyDetectionMiddleware": None,
+            name: None for name in (
+                "scrapy.spidermiddlewares.httperror.HttpErrorMiddleware",
+                "scrapy.spidermiddlewares.referer.RefererMiddleware",
+                "scrapy.spidermiddlewares.urllength.UrlLengthMiddleware",
+                "scrapy.spidermiddlewares.depth.DepthMiddleware",
+                "scrapy.spidermiddlewares.metacopy.MetaCopyDetectionMiddleware",
+            ) if name in default_settings.SPIDER_MIDDLEWARES_BASE
         },
     }
 
