@@ -76,8 +76,8 @@ FRONTIER_SLEEP_HORIZON = 30.0
 # One request at a time and one clock per "host", registered "domain" or "ip" address.
 FRONTIER_POLITENESS_KEY = "host"
 # Requests in flight at once per politeness key (FRONTIER_POLITENESS_KEY), across every
-# worker. Above 1 (only with the key "host"), the delay spaces a host's request starts, as
-# Scrapy's download slots do; a project's CONCURRENT_REQUESTS_PER_DOMAIN is read as it.
+# worker. Above 1, the delay spaces the key's request starts, as Scrapy's download slots
+# do; a project's CONCURRENT_REQUESTS_PER_DOMAIN (or non-zero _PER_IP) is read as it.
 FRONTIER_CONCURRENCY_PER_KEY = 1
 # Seconds a claimed URL stays leased without renewal (renewed every third of it):
 # a worker that dies gives its URLs back after this.

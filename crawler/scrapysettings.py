@@ -40,8 +40,6 @@ class Mapping:
     rule: Rule | None = None
     #: What Scrapy's setting becomes once translated (``_NO_CHANGE``: left as given).
     neutral: Any = _NO_CHANGE
-    #: A value given has no equivalent in the crawler: said in one warning line (``how`` says why).
-    unapplied: bool = False
 
 
 def _number(settings: BaseSettings, name: str) -> float:
@@ -84,6 +82,13 @@ def _per_domain(settings: BaseSettings, value: Any) -> dict[str, Any]:
     return {"FRONTIER_CONCURRENCY_PER_KEY": per_key}
 
 
+def _per_ip(settings: BaseSettings, value: Any) -> dict[str, Any]:
+    per_key = int(_number(settings, "CONCURRENT_REQUESTS_PER_IP"))
+    if per_key < 0:
+        raise ConfigurationError("CONCURRENT_REQUESTS_PER_IP", f"must be >= 0, not {per_key}")
+    return {"FRONTIER_POLITENESS_KEY": "ip", "FRONTIER_CONCURRENCY_PER_KEY": per_key} if per_key else {}
+
+
 def _redis_host(settings: BaseSettings, value: Any) -> dict[str, Any]:
     if settings.get("REDIS_URL"):
         return {}
@@ -106,15 +111,15 @@ TABLE: tuple[Mapping, ...] = (
             "With AutoThrottle on, the delay after a fetch is its latency / `AUTOTHROTTLE_TARGET_CONCURRENCY` "
             "(the delay factor) up to `AUTOTHROTTLE_MAX_DELAY`, per host across workers; Scrapy's AutoThrottle "
             "is turned off.", _autothrottle, False),
+    Mapping("CONCURRENT_REQUESTS_PER_IP", "`FRONTIER_POLITENESS_KEY`, `FRONTIER_CONCURRENCY_PER_KEY`", "Non-zero: "
+            "read as `FRONTIER_POLITENESS_KEY = \"ip\"` with that many requests in flight per address across "
+            "every worker; as in Scrapy, it wins over `CONCURRENT_REQUESTS_PER_DOMAIN`.", _per_ip),
     Mapping("CONCURRENT_REQUESTS_PER_DOMAIN", "`FRONTIER_CONCURRENCY_PER_KEY`", "Read as the requests in flight "
-            "per host across every worker (Scrapy's default of 8 is not: unset, one at a time); their starts are "
-            "spaced by the delay, as Scrapy's download slots space theirs (Scrapy's own per-slot limit keeps the "
-            "value and never binds: a worker holds no more); they overlap only when the delay is shorter than "
-            "the answers take: lower `FRONTIER_DELAY_FACTOR` (`AUTOTHROTTLE_TARGET_CONCURRENCY = k`). Above 1 it "
-            "needs `FRONTIER_POLITENESS_KEY = \"host\"`.",
-            _per_domain),
-    Mapping("CONCURRENT_REQUESTS_PER_IP", "`FRONTIER_POLITENESS_KEY`", "Replaced: set `FRONTIER_POLITENESS_KEY = "
-            "\"ip\"` for one request per address in flight.", unapplied=True),
+            "per host (per `FRONTIER_POLITENESS_KEY`) across every worker (Scrapy's default of 8 is not: unset, "
+            "one at a time); their starts are spaced by the delay, as Scrapy's download slots space theirs "
+            "(Scrapy's own per-slot limit keeps the value and never binds: a worker holds no more); they overlap "
+            "only when the delay is shorter than the answers take: lower `FRONTIER_DELAY_FACTOR` "
+            "(`AUTOTHROTTLE_TARGET_CONCURRENCY = k`).", _per_domain),
     Mapping("ROBOTSTXT_OBEY", "`ROBOTS_ENABLED`", "Read as `ROBOTS_ENABLED`: the crawler's robots.txt (RFC 9309, "
             "fetched once per host across workers, before its pages) replaces Scrapy's middleware.",
             lambda s, v: {"ROBOTS_ENABLED": s.getbool("ROBOTSTXT_OBEY")}),
@@ -154,9 +159,6 @@ def translate(settings: BaseSettings, *, log: bool = True) -> list[str]:
     """Read the Scrapy settings of :data:`TABLE` that are given as the crawler's; the lines (logged if ``log``)."""
     lines: list[str] = []
     for mapping in TABLE:
-        if mapping.unapplied and given(settings, mapping.scrapy):
-            lines.append(f"{mapping.scrapy} = {settings.get(mapping.scrapy)!r} has no effect. {mapping.how}")
-            continue
         if mapping.rule is None or not given(settings, mapping.scrapy):
             continue
         value = settings.get(mapping.scrapy)

@@ -90,14 +90,19 @@ def test_a_crawler_setting_given_beside_its_scrapy_one_wins_with_a_warning() -> 
     assert lines == ["DOWNLOAD_DELAY = 2.0 ignored for FRONTIER_MIN_DELAY: FRONTIER_MIN_DELAY = 5.0 is set"]
 
 
-def test_per_domain_concurrency_given_is_read_per_ip_is_said_to_have_no_effect() -> None:
-    """CONCURRENT_REQUESTS_PER_DOMAIN the project gives is the frontier's requests in flight per host;
-    Scrapy's default (8) is not read; _PER_IP is not skipped without a word."""
-    settings = project(CONCURRENT_REQUESTS_PER_DOMAIN=16, CONCURRENT_REQUESTS_PER_IP=2)
-    lines = translate(settings)
-    assert lines[0] == "CONCURRENT_REQUESTS_PER_DOMAIN = 16 read as FRONTIER_CONCURRENCY_PER_KEY = 16"
-    assert lines[1].startswith("CONCURRENT_REQUESTS_PER_IP = 2 has no effect.")
+def test_per_domain_and_per_ip_concurrency_given_are_read() -> None:
+    """CONCURRENT_REQUESTS_PER_DOMAIN the project gives is the frontier's requests in flight per key;
+    Scrapy's default (8) is not read; a non-zero _PER_IP is per address, and wins, as in Scrapy."""
+    settings = project(CONCURRENT_REQUESTS_PER_DOMAIN=16)
+    assert translate(settings) == ["CONCURRENT_REQUESTS_PER_DOMAIN = 16 read as FRONTIER_CONCURRENCY_PER_KEY = 16"]
     assert settings.getint("FRONTIER_CONCURRENCY_PER_KEY") == 16
+    both = project(CONCURRENT_REQUESTS_PER_DOMAIN=16, CONCURRENT_REQUESTS_PER_IP=2)
+    lines = translate(both)
+    assert lines[:2] == ["CONCURRENT_REQUESTS_PER_IP = 2 read as FRONTIER_POLITENESS_KEY = 'ip'",
+                         "CONCURRENT_REQUESTS_PER_IP = 2 read as FRONTIER_CONCURRENCY_PER_KEY = 2"]
+    assert lines[2].startswith("CONCURRENT_REQUESTS_PER_DOMAIN = 16 ignored for FRONTIER_CONCURRENCY_PER_KEY")
+    assert (both.get("FRONTIER_POLITENESS_KEY"), both.getint("FRONTIER_CONCURRENCY_PER_KEY")) == ("ip", 2)
+    assert translate(project(CONCURRENT_REQUESTS_PER_IP=0)) == []
     defaults = project()
     assert translate(defaults) == []
     assert defaults.get("FRONTIER_CONCURRENCY_PER_KEY") in (None, 1)
@@ -105,14 +110,13 @@ def test_per_domain_concurrency_given_is_read_per_ip_is_said_to_have_no_effect()
         translate(project(CONCURRENT_REQUESTS_PER_DOMAIN=0))
 
 
-def test_several_requests_per_key_need_the_host_key() -> None:
+def test_several_requests_per_key_reach_the_frontier_config() -> None:
     from crawler.frontier.config import FrontierConfig
+    from crawler.policy.politeness import PolitenessKey
 
-    settings = effective(project(ADDONS={"crawler.addon.CrawlerAddon": 0}, CONCURRENT_REQUESTS_PER_DOMAIN=4))
-    assert FrontierConfig.from_settings(settings, "web").per_key == 4
-    settings.set("FRONTIER_POLITENESS_KEY", "domain", "cmdline")
-    with pytest.raises(ConfigurationError, match="FRONTIER_CONCURRENCY_PER_KEY.*FRONTIER_POLITENESS_KEY = 'host'"):
-        FrontierConfig.from_settings(settings, "web")
+    settings = effective(project(ADDONS={"crawler.addon.CrawlerAddon": 0}, CONCURRENT_REQUESTS_PER_IP=3))
+    config = FrontierConfig.from_settings(settings, "web")
+    assert (config.politeness_key, config.per_key) == (PolitenessKey.IP, 3)
 
 
 def test_scrapys_defaults_are_not_translated() -> None:

@@ -967,6 +967,44 @@ def test_a_robots_lease_given_up_on_dead_letters_the_hosts_queue(run: Callable[.
 # -- politeness groups: by registered domain, by address ------------------------------------
 
 
+def test_several_requests_per_domain_when_asked(run: Callable[..., None]) -> None:
+    """FRONTIER_CONCURRENCY_PER_KEY = 2 by registered domain: at most 2 of the domain's requests in flight,
+    whichever of its hosts they go to, one start per gap; an ack lets a waiting host go."""
+
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        await f.enqueue([entry(f"http://{name}.farm.example/{i}") for name in ("a", "b", "c") for i in range(3)])
+        first = (await f.claim(T0, 10)).claimed
+        assert len(first) == 1  # one start per group per gap (100 ms)
+        assert (await f.claim(T0 + 99, 10)).claimed == []
+        second = (await f.claim(T0 + 100, 10)).claimed
+        assert len(second) == 1
+        f = await h.reopen()
+        # Two in flight: the group is full, long after the gap.
+        assert (await f.claim(T0 + 5000, 10)).claimed == []
+        assert (await f.counts()).leased == 2
+        await f.ack([Completion(first[0][0].member, T0 + 5000, T0 + 5000)])
+        third = (await f.claim(T0 + 5100, 10)).claimed
+        assert len(third) == 1
+        assert (await f.claim(T0 + 9000, 10)).claimed == []
+        # Every request acked: the domain's 9 pages all go out, never more than 2 at once.
+        held = [second[0][0], third[0][0]]
+        now, fetched = T0 + 9000, 3
+        while held or fetched < 9:
+            await f.ack([Completion(held.pop(0).member, now, now)])
+            now += 1000
+            for _ in range(2):
+                claimed = (await f.claim(now, 10)).claimed
+                held += [lease for lease, _ in claimed]
+                fetched += len(claimed)
+                now += 100
+            assert len(held) <= 2
+        assert fetched == 9
+
+    run(body, politeness_key=PolitenessKey.DOMAIN, per_key=2, min_delay=0.1)
+
+
 def test_hosts_of_one_domain_share_one_clock_and_one_request_in_flight(run: Callable[..., None]) -> None:
     async def body(h: Harness) -> None:
         f = h.frontier

@@ -72,7 +72,7 @@ class FrontierConfig:
     robots_first: bool = False
     #: What one request at a time and one clock are kept for.
     politeness_key: PolitenessKey = PolitenessKey.HOST
-    #: Requests in flight at once per politeness key, across every worker (above 1: host keys only).
+    #: Requests in flight at once per politeness key, across every worker.
     per_key: int = 1
     #: Delete the crawl's keys when the worker opens (start over).
     reset_on_start: bool = False
@@ -100,13 +100,6 @@ class FrontierConfig:
                                      f"at most {MAX_LEVELS} priority levels, got {len(weights)}")
         politeness_key = PolitenessKey.from_settings(settings)
         per_key = get_int(settings, "FRONTIER_CONCURRENCY_PER_KEY", minimum=1)
-        if per_key > 1 and politeness_key is not PolitenessKey.HOST:
-            raise ConfigurationError(
-                "FRONTIER_CONCURRENCY_PER_KEY",
-                f"{per_key} requests in flight per key needs FRONTIER_POLITENESS_KEY = 'host' (it is "
-                f"{politeness_key.value!r}: a domain or an address keeps one request at a time; a project's "
-                f"CONCURRENT_REQUESTS_PER_DOMAIN is read as FRONTIER_CONCURRENCY_PER_KEY)",
-            )
         active = get_int(settings, "FRONTIER_ACTIVE_HOSTS", minimum=1)
         lease = get_float(settings, "FRONTIER_LEASE_TIMEOUT", minimum=1.0)
         return cls(

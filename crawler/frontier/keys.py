@@ -69,7 +69,8 @@ SHARD_KEYS: dict[str, ShardKey] = {
                       "FRONTIER_CONCURRENCY_PER_KEY > 1)", "host"),
     "group": ShardKey("group", "hash", "host -> its politeness group (domain or address)", "host"),
     "group_next": ShardKey("gnext", "hash", "politeness group -> next allowed time (ms)", "host"),
-    "group_busy": ShardKey("gbusy", "hash", "politeness group -> its host in flight", "host"),
+    "group_busy": ShardKey("gbusy", "hash", "politeness group -> its host in flight (with "
+                           "FRONTIER_CONCURRENCY_PER_KEY > 1: its requests in flight)", "host"),
     "group_wait": ShardKey("gwait:", "zset", "<group>: ready hosts waiting for their group, by time", "host"),
     "dead": ShardKey("dead", "hash", "dead letter number -> its request", "page"),
     "dead_info": ShardKey("deadinfo", "hash", "dead letter number -> \"host\\tlevel\\ttime\\terror\\tmessage\"",

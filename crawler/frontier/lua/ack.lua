@@ -202,7 +202,7 @@ local function complete(i, leaseno, id, level, host, floor, throttled)
   local waiter = false
   local group = host
   if grouped then
-    group, waiter = free_group(P, host, polite_at)
+    group, waiter = free_group(P, host, polite_at, per_key)
   end
   if per_key > 1 then
     -- The host may be in the heap (below k) or asleep (a sibling's backoff):
@@ -212,6 +212,9 @@ local function complete(i, leaseno, id, level, host, floor, throttled)
       at = math.max(at, tonumber(placed))
       redis.call('ZREM', P .. K.ready, host)
       redis.call('ZREM', P .. K.sleeping, host)
+    end
+    if grouped then
+      redis.call('ZREM', P .. K.group_wait .. group, host)  -- placed below, ready or asleep
     end
   end
   if back_empty(P, host, levels) then

@@ -198,9 +198,14 @@ if max_claim > 0 then
     local eligible, taken_group = {}, {}
     for index, host in ipairs(hosts) do
       local group = groups[index]
-      if busy[index] or taken_group[group] then
+      -- (k = 1: the busy value is the host in flight; k > 1: the group's requests in flight.)
+      local full = busy[index] and (per_key == 1 or tonumber(busy[index]) >= per_key)
+      if full or (taken_group[group] and per_key == 1) then
         redis.call('ZREM', ready, host)
         redis.call('ZADD', P .. K.group_wait .. group, now, host)
+      elseif taken_group[group] then
+        -- k > 1: one start per group per call; the next one a gap later.
+        redis.call('ZADD', ready, fmt(now + first_gap), host)
       elseif next_of[index] and tonumber(next_of[index]) > now then
         redis.call('ZADD', ready, next_of[index], host)
       else
@@ -278,7 +283,11 @@ if max_claim > 0 then
           end
           slots_set(P, host, n + 1, gap, now)
         end
-        if grouped then
+        if grouped and per_key > 1 then
+          local group = group_of_host[host]
+          redis.call('HINCRBY', P .. K.group_busy, group, 1)
+          redis.call('HSET', P .. K.group_next, group, fmt(now + (gap or first_gap)))
+        elseif grouped then
           redis.call('HSET', P .. K.group_busy, group_of_host[host], host)
         end
         local leaseno = fmt(first_lease + index)
@@ -298,8 +307,10 @@ if max_claim > 0 then
         if per_key > 1 and n == 0 then
           redis.call('HDEL', P .. K.slots, host)
         end
-        if grouped then
-          free_group(P, host, now)
+        if grouped and per_key == 1 then
+          -- (k > 1: the group's count never took this host; hosts wait only for a full group,
+          -- whose acks let them go)
+          free_group(P, host, now, per_key)
         end
       end
     end

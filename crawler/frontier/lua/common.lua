@@ -110,7 +110,9 @@ end
 
 -- Politeness groups (FRONTIER_POLITENESS_KEY "domain" or "ip"): the hosts of
 -- a group share one clock (P..'gnext': group -> next allowed ms) and one
--- request in flight (P..'gbusy': group -> the host in flight). A ready host
+-- request in flight (P..'gbusy': group -> the host in flight; with
+-- FRONTIER_CONCURRENCY_PER_KEY k > 1, up to k: group -> how many, their starts
+-- spaced by the delay through the group's clock). A ready host
 -- whose group is busy waits in P..'gwait:<group>' (a queue of hosts by the
 -- time they started waiting) until the group's request ends. P..'group'
 -- maps a host to its group (written at enqueue); a host without one is a
@@ -122,9 +124,16 @@ end
 -- The group's request ended: the group may be contacted again at `at`, and
 -- the host that waited longest for it is ready then (it goes first).
 -- Returns the group and whether a waiting host was made ready.
-local function free_group(P, host, at)
+local function free_group(P, host, at, per_key)
   local group = group_of(P, host)
-  redis.call('HDEL', P .. K.group_busy, group)
+  if per_key > 1 then
+    -- k > 1: P..'gbusy' counts the group's requests in flight.
+    if redis.call('HINCRBY', P .. K.group_busy, group, -1) <= 0 then
+      redis.call('HDEL', P .. K.group_busy, group)
+    end
+  else
+    redis.call('HDEL', P .. K.group_busy, group)
+  end
   local known = redis.call('HGET', P .. K.group_next, group)
   if not known or tonumber(known) < at then
     redis.call('HSET', P .. K.group_next, group, fmt(at))
@@ -189,7 +198,7 @@ local function requeue(P, leaseno, id, host, level, at, grouped, per_key)
   end
   redis.call('ZADD', P .. K.ready, 'NX', at, host)
   if grouped then
-    free_group(P, host, tonumber(at))
+    free_group(P, host, tonumber(at), per_key)
   end
 end
 
