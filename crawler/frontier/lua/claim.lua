@@ -240,9 +240,8 @@ if max_claim > 0 then
       push1(unready, host)
       local entry, level, blob
       local n, gap = 0, nil
-      if per_key > 1 and in_flight[index] then
-        local count, gap_ms = string.match(in_flight[index], '^(%d+) (%d+)')
-        n, gap = tonumber(count), tonumber(gap_ms)
+      if per_key > 1 then
+        n, gap = slots_parse(in_flight[index])
       end
       local full = n >= per_key or (n > 0 and robots_due[index])
       while not full do

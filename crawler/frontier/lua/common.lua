@@ -154,13 +154,16 @@ end
 -- download slots space theirs; it leaves the heap at k and comes back at an
 -- ack. The field goes when the host has nothing in flight and leaves the
 -- ready heap (asleep, dry), so it is bounded by the awake hosts.
-local function slots_get(P, host)
-  local raw = redis.call('HGET', P .. K.slots, host)
+local function slots_parse(raw)
   if not raw then
     return 0, nil, nil
   end
   local n, gap, start = string.match(raw, '^(%d+) (%d+) (%d+)$')
   return tonumber(n), tonumber(gap), tonumber(start)
+end
+
+local function slots_get(P, host)
+  return slots_parse(redis.call('HGET', P .. K.slots, host))
 end
 
 local function slots_set(P, host, n, gap, start)
