@@ -10,7 +10,7 @@ from enum import StrEnum
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
-from crawler.requestmeta import ORIGINAL_ENCODING_META, RENDERED_META, REVISIT_META
+from crawler.requestmeta import ORIGINAL_ENCODING_AT_META, ORIGINAL_ENCODING_META, RENDERED_META, REVISIT_META
 
 if TYPE_CHECKING:
     from scrapy.http import Response
@@ -63,8 +63,9 @@ class PageItem:
     """One fetched resource (any status, any content type).
 
     ``headers`` keeps every response header as ``(name, value)`` pairs in the
-    order received; ``body`` is the payload as the downloader delivered it
-    (decompressed if it came with ``original_encoding``). ``outlinks`` are the
+    order received, ``Content-Encoding`` included; ``body`` is the payload as
+    the downloader delivered it (decompressed if it came with
+    ``original_encoding``, that header's value). ``outlinks`` are the
     absolute links found in HTML. ``canonical_url`` is the page's
     rel="canonical", normalized; ``primary`` is False when the page names
     another URL of the same registered domain as its canonical (that URL is
@@ -134,27 +135,34 @@ def page_item(response: Response) -> PageItem:
     headers = response.headers
     content_type = headers.get(b"Content-Type") or b""
     request = response.request
+    meta = response.meta
+    pairs = _pairs(headers)
+    decoded = meta.get(ORIGINAL_ENCODING_META)
+    if decoded:
+        # The body was decoded and Scrapy deleted the header: back where the server sent it.
+        at = meta.get(ORIGINAL_ENCODING_AT_META, len(pairs))
+        pairs[at:at] = [("Content-Encoding", value) for value in decoded]
     item = PageItem(
         url=response.url,
         status=response.status,
-        headers=_pairs(headers),
+        headers=pairs,
         body=response.body,
         content_type=content_type.decode("latin-1"),
         fetched_at=time.time(),
-        fetch_duration=response.meta.get("download_latency"),
-        depth=response.meta.get("depth", 0),
+        fetch_duration=meta.get("download_latency"),
+        depth=meta.get("depth", 0),
         method=request.method if request else "GET",
         request_headers=_pairs(request.headers) if request else [],
         protocol=response.protocol or "HTTP/1.1",
         reason=_REASONS.get(response.status, ""),
         ip_address=str(response.ip_address) if response.ip_address else None,
-        original_encoding=response.meta.get(ORIGINAL_ENCODING_META),
+        original_encoding=", ".join(decoded) if decoded else None,
     )
-    rendered = response.meta.get(RENDERED_META)
+    rendered = meta.get(RENDERED_META)
     if rendered is not None:
         item.rendered_html = rendered.html
     if response.status == 304:
-        revisit = response.meta.get(REVISIT_META)
+        revisit = meta.get(REVISIT_META)
         if isinstance(revisit, dict) and isinstance(revisit.get("date"), str):
             item.revalidated = revisit["date"]
     return item

@@ -6,8 +6,11 @@ Scrapy meaning and are not repeated here. Keys marked process-local never
 reach the frontier's store (:data:`crawler.frontier.codec.PROCESS_LOCAL_META`).
 """
 
-#: The response's Content-Encoding before decompression (for the WARC headers).
+#: The response's Content-Encoding values as received, set when the body was decoded (Scrapy then
+#: deletes the header), and where the header stood among the response's (name, value) pairs: the
+#: page item puts it back there, the WARC keeps it renamed.
 ORIGINAL_ENCODING_META = "original_content_encoding"
+ORIGINAL_ENCODING_AT_META = "original_content_encoding_at"
 #: Media types a page module asked for: they pass the extension and content-type gates.
 EXPECTED_TYPES_META = "expected_content_types"
 #: A revisit scheduled by the recrawl pipeline: {"etag": str, "lm": epoch seconds,

@@ -546,3 +546,69 @@ def test_url_parts_pack_six_bits_per_character_and_back() -> None:
         assert packed is not None and len(packed) == (length + 3) // 4 * 3
         assert unpack_url_part(packed) == part
     assert pack_url_part(b"/Path") is None and pack_url_part(b"/caf\xc3\xa9") is None
+
+
+@pytest.mark.parametrize("encodings", [["gzip"], ["gzip", "br"]])
+def test_a_decoded_body_keeps_the_servers_content_encoding_in_place(encodings: list[str]) -> None:
+    # Through Scrapy's own decompression (which deletes the header) and the page item: the WARC
+    # record keeps the header as sent, renamed, where the server put it.
+    import gzip
+
+    import brotli
+    from scrapy import Request
+    from scrapy.http import HtmlResponse
+    from scrapy.utils.test import get_crawler
+
+    from crawler.frontier.codec import PROCESS_LOCAL_META
+    from crawler.items import page_item
+    from crawler.middlewares.fetchlimits import BoundedHttpCompressionMiddleware
+    from crawler.requestmeta import ORIGINAL_ENCODING_AT_META, ORIGINAL_ENCODING_META
+
+    html = b"<html><body>" + b"hello " * 200 + b"</body></html>"
+    body = html
+    for coding in encodings:
+        body = gzip.compress(body) if coding == "gzip" else brotli.compress(body)
+    sent = [("Date", "Mon, 30 Nov 2026 10:00:00 GMT"), ("Content-Type", "text/html"),
+            *(("Content-Encoding", coding) for coding in encodings), ("Content-Length", str(len(body))),
+            ("Set-Cookie", "a=1"), ("Set-Cookie", "b=2"), ("Vary", "Accept-Encoding")]
+    middleware = BoundedHttpCompressionMiddleware.from_crawler(get_crawler())
+    request = Request("http://127.0.0.1/page.html", meta={ORIGINAL_ENCODING_META: ["stale"]})
+    headers: dict[str, list[str]] = {}
+    for name, value in sent:
+        headers.setdefault(name, []).append(value)
+    response = HtmlResponse(request.url, status=200, headers=headers, body=body, request=request)
+    decoded = middleware.process_response(request, response)
+    assert decoded.body == html and b"Content-Encoding" not in decoded.headers
+    item = page_item(decoded)
+    assert item.headers == sent
+    assert item.original_encoding == ", ".join(encodings)
+    assert {ORIGINAL_ENCODING_META, ORIGINAL_ENCODING_AT_META} <= PROCESS_LOCAL_META
+    fetch = sample_fetch(response_headers=item.headers, payload=item.body, original_encoding=item.original_encoding)
+    stored = stored_response_headers(fetch)
+    assert stored == [
+        ("Date", "Mon, 30 Nov 2026 10:00:00 GMT"), ("Content-Type", "text/html"),
+        *(("X-Crawler-Content-Encoding", coding) for coding in encodings),
+        ("X-Crawler-Content-Length", str(len(body))), ("Set-Cookie", "a=1"), ("Set-Cookie", "b=2"),
+        ("Vary", "Accept-Encoding"), ("Content-Length", str(len(html))),
+    ]
+    # The next answer to the same request (a retry's copy of its meta), not encoded: nothing renamed.
+    plain = HtmlResponse(request.url, status=200, headers={"Content-Type": "text/html"}, body=html, request=request)
+    assert page_item(middleware.process_response(request, plain)).original_encoding is None
+    assert ORIGINAL_ENCODING_META not in request.meta
+
+
+def test_an_unknown_content_encoding_is_stored_as_received() -> None:
+    from scrapy import Request
+    from scrapy.http import Response
+    from scrapy.utils.test import get_crawler
+
+    from crawler.items import page_item
+    from crawler.middlewares.fetchlimits import BoundedHttpCompressionMiddleware
+
+    middleware = BoundedHttpCompressionMiddleware.from_crawler(get_crawler())
+    request = Request("http://127.0.0.1/blob")
+    response = Response(request.url, headers={"Content-Encoding": "x-private"}, body=b"\x01\x02", request=request)
+    item = page_item(middleware.process_response(request, response))
+    assert item.original_encoding is None and item.body == b"\x01\x02"
+    fetch = sample_fetch(response_headers=item.headers, payload=item.body, original_encoding=item.original_encoding)
+    assert ("Content-Encoding", "x-private") in stored_response_headers(fetch)

@@ -37,7 +37,15 @@ from scrapy import Request, Spider
 
 from crawler.exceptions import CodecError, UnstorableCallbackError
 from crawler.metadata.record import KIND_SITEMAP, UrlRecord
-from crawler.requestmeta import CONTACTED_META, LEASE_META, RENDERED_META, REVISIT_META, VERBATIM_URL_META
+from crawler.requestmeta import (
+    CONTACTED_META,
+    LEASE_META,
+    ORIGINAL_ENCODING_AT_META,
+    ORIGINAL_ENCODING_META,
+    RENDERED_META,
+    REVISIT_META,
+    VERBATIM_URL_META,
+)
 from crawler.sitemaps import sitemap_meta
 from crawler.warc.records import warc_date_micros
 
@@ -50,7 +58,8 @@ _FORM_HTTP, _FORM_HTTPS, _FORM_URL = 0, 1, 2
 
 #: Meta keys that only make sense inside one process and are never stored.
 PROCESS_LOCAL_META = frozenset(
-    {LEASE_META, "download_slot", "download_latency", "_slot", VERBATIM_URL_META, CONTACTED_META, RENDERED_META}
+    {LEASE_META, "download_slot", "download_latency", "_slot", VERBATIM_URL_META, CONTACTED_META, RENDERED_META,
+     ORIGINAL_ENCODING_META, ORIGINAL_ENCODING_AT_META}
 )
 
 _SCALARS = (str, bytes, int, float, bool, type(None))

@@ -25,8 +25,15 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddleware
 from scrapy.exceptions import IgnoreRequest, StopDownload
+from scrapy.http import Response
 
-from crawler.requestmeta import EXPECTED_TYPES_META, ORIGINAL_ENCODING_META, ROBOTS_META, SITEMAP_META
+from crawler.requestmeta import (
+    EXPECTED_TYPES_META,
+    ORIGINAL_ENCODING_AT_META,
+    ORIGINAL_ENCODING_META,
+    ROBOTS_META,
+    SITEMAP_META,
+)
 from crawler.settings_parsing import get_int, get_list
 
 if TYPE_CHECKING:
@@ -34,7 +41,7 @@ if TYPE_CHECKING:
 
     from scrapy import Request
     from scrapy.crawler import Crawler
-    from scrapy.http import Headers, Response
+    from scrapy.http import Headers
     from scrapy.statscollectors import StatsCollector
 
 logger = logging.getLogger(__name__)
@@ -99,12 +106,31 @@ class BoundedHttpCompressionMiddleware(HttpCompressionMiddleware):
         return middleware
 
     def process_response(self, request: Request, response: Response, spider: Any = None) -> Request | Response:
-        encoding = response.headers.get(b"Content-Encoding")
-        if encoding:
-            # The WARC writer needs the encoding the payload came with.
-            request.meta[ORIGINAL_ENCODING_META] = encoding.decode("latin-1")
+        sent = response.headers.getlist(b"Content-Encoding")
+        # Where the header stood among the response's (name, value) pairs: Scrapy deletes it once
+        # the body is decoded, and the page item puts it back there (the WARC keeps headers as sent).
+        at = _pair_index(response.headers, b"Content-Encoding") if sent else 0
         try:
-            return super().process_response(request, response)
+            result = super().process_response(request, response)
         except IgnoreRequest:
             self.stats.inc_value("fetch/decompression_bomb")
             raise
+        if sent and isinstance(result, Response) and result.headers.getlist(b"Content-Encoding") != sent:
+            request.meta[ORIGINAL_ENCODING_META] = [value.decode("latin-1") for value in sent]
+            request.meta[ORIGINAL_ENCODING_AT_META] = at
+        else:
+            # Not decoded (no header, HEAD, an unknown coding): stored as received. A retry's copy
+            # of the request must not carry an earlier answer's coding either.
+            request.meta.pop(ORIGINAL_ENCODING_META, None)
+            request.meta.pop(ORIGINAL_ENCODING_AT_META, None)
+        return result
+
+
+def _pair_index(headers: Headers, name: bytes) -> int:
+    """The position of ``name``'s first value among the (name, value) pairs of ``headers``."""
+    at = 0
+    for key, values in dict.items(headers):
+        if key == name:
+            return at
+        at += len(values)
+    return at
