@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin
@@ -76,6 +77,7 @@ from crawler.robots.policy import (
     RobotsRecord,
     RobotsRules,
     RobotsState,
+    is_rfc_token,
     origin_of,
     product_token,
     record_for_failure,
@@ -133,7 +135,15 @@ class RobotsTxtMiddleware:
         if not config.enabled:
             raise NotConfigured
         sent = product_token(str(crawler.settings.get("USER_AGENT") or ""))
-        if sent and sent.lower() != config.user_agent_token.lower():
+        token = config.user_agent_token
+        if not is_rfc_token(token):
+            cut = re.match(r"[A-Za-z_-]*", token).group(0)  # type: ignore[union-attr]
+            logger.warning(
+                "robots.txt product token %r has characters RFC 9309 does not allow in one (letters, '-' and '_' "
+                "only): robots.txt groups for %r are obeyed, matched whole; parsers that cut it at the first "
+                "such character, as Google's does, would read %r. Set ROBOTS_USER_AGENT_TOKEN to a token of "
+                "letters to match what every parser reads", token, token, cut or "(nothing)")
+        if sent and sent.lower() != token.lower():
             logger.warning(
                 "robots.txt groups are looked up for %r (ROBOTSTXT_USER_AGENT / ROBOTS_USER_AGENT_TOKEN), but the "
                 "User-Agent header we send names %r: sites that write rules for %r are not obeyed by them",

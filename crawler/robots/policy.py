@@ -21,22 +21,32 @@ fetch result                  decision
                               URLs go to the dead-letter queue
 ============================  ======================================================
 
-Rules are matched by protego for the group of our product token (or ``*``):
-longest match wins, ``Allow`` wins ties, ``*`` and ``$`` patterns.
-``/robots.txt`` itself is always allowed. ``Crawl-delay`` (not in RFC 9309, but
-honoured) becomes the host's minimum delay, capped at ``ROBOTS_MAX_CRAWL_DELAY``.
+**The group** (RFC 9309 2.2.1): the groups whose ``User-agent`` product token
+equals ours, compared whole and case-insensitively, their rules combined; if
+none, the groups for ``*``; if none, no rules. A ``User-agent`` value counts by
+its product token, its first word up to a ``/`` (``mybot/1.0``, ``MyBot 2.1
+(+http://...)`` and ``MYBOT extra words`` are all for ``mybot``; ``MJ12bot`` is
+for ``MJ12bot``, never for ``mj`` or ``mjbot``; ``Google`` is not for
+``Googlebot``). The group is chosen here (:func:`prepare_robots`); protego then
+reads its rules as the only group: longest match wins, ``Allow`` wins ties,
+``*`` and ``$`` patterns. ``/robots.txt`` itself is always allowed.
+``Crawl-delay`` (not in RFC 9309, but honoured) becomes the host's minimum
+delay, capped at ``ROBOTS_MAX_CRAWL_DELAY``.
 
 **Our product token** (:func:`robots_token`): ``ROBOTSTXT_USER_AGENT``
 (Scrapy's setting), else ``ROBOTS_USER_AGENT_TOKEN``, else the product token
-of ``USER_AGENT`` (the header we send), else ``BOT_NAME``.
+of ``USER_AGENT`` (the header we send), else ``BOT_NAME``. RFC 9309 allows only
+letters, ``-`` and ``_`` in it: a token with anything else (``MJ12bot``) gets a
+warning at start-up (parsers that cut it there, as Google's does, read it as
+``MJ``); it is still matched whole.
 
-**The file as the real web writes it** (:func:`prepare_robots`, a pre-pass
-before protego): a byte-order mark, whole or cut, is dropped (it would hide the
-first line); a ``User-agent`` value counts by its product token, its leading
-run of letters, ``-`` and ``_`` (``mybot/1.0``, ``MyBot 2.1 (+http://...)``
-and ``MYBOT extra words`` are all for ``mybot``); lines that are not
-directives protego knows are dropped, so an unknown record inside a run of
-``User-agent`` lines does not split the group (RFC 9309 2.2.4).
+**The file as the real web writes it**: a byte-order mark, whole or cut, is
+dropped (it would hide the first line); lines that are not directives protego
+knows are skipped, so an unknown record inside a run of ``User-agent`` lines
+does not split the group (RFC 9309 2.2.4); a rule before the first
+``User-agent`` line belongs to no group and is ignored; ``Sitemap`` lines
+belong to no group and do not end one. docs/citizenship.md lists every point
+where this differs from Google's parser.
 """
 
 from __future__ import annotations
@@ -54,23 +64,32 @@ from scrapy.settings import BaseSettings
 from crawler.settings_parsing import get_bool, get_float, get_int
 
 RECORD_VERSION = 1
-#: A product token (RFC 9309 2.2.1): letters, "-" and "_", at the start of a value.
-_PRODUCT_TOKEN = re.compile(r"[A-Za-z_-]+")
+#: A product token as the real web writes it: a value's first word, up to "/" (a version) and
+#: other separators; RFC 9309 (2.2.1) allows only letters, "-" and "_" in it.
+_PRODUCT_TOKEN = re.compile(r"[^\s/;,()*]+")
+_RFC_TOKEN = re.compile(r"[A-Za-z_-]+")
 #: Directives protego understands (its spellings and misspellings), lowercase.
 _USER_AGENT_KEYS = frozenset({"user-agent", "useragent", "user agent"})
-_KNOWN_KEYS = _USER_AGENT_KEYS | frozenset({
+#: Lines that belong to no group (they neither start nor end one).
+_SITE_WIDE_KEYS = frozenset({"sitemap", "sitemaps", "site-map", "host"})
+_KNOWN_KEYS = _USER_AGENT_KEYS | _SITE_WIDE_KEYS | frozenset({
     "allow", "disallow", "dissallow", "dissalow", "disalow", "diasllow", "disallaw",
-    "sitemap", "sitemaps", "site-map", "crawl-delay", "crawl delay", "request-rate", "request rate",
-    "visit-time", "visit time", "host",
+    "crawl-delay", "crawl delay", "request-rate", "request rate", "visit-time", "visit time",
 })
 #: A UTF-8 byte-order mark, and the cut pieces of one a server may send.
 _BOMS = (b"\xef\xbb\xbf", b"\xef\xbb", b"\xef")
 
 
 def product_token(value: str) -> str:
-    """The product token at the start of ``value`` (``"mybot/1.0 (+url)"`` -> ``"mybot"``), or ``""``."""
+    """The product token at the start of ``value``: its first word, up to a version or comment
+    (``"mybot/1.0 (+url)"`` -> ``"mybot"``, ``"MJ12bot/1.7"`` -> ``"MJ12bot"``), or ``""``."""
     match = _PRODUCT_TOKEN.match(value.strip())
     return match.group(0) if match else ""
+
+
+def is_rfc_token(token: str) -> bool:
+    """True if ``token`` has RFC 9309's syntax for a product token: letters, ``-`` and ``_``."""
+    return _RFC_TOKEN.fullmatch(token) is not None
 
 
 def robots_token(settings: BaseSettings) -> str:
@@ -83,26 +102,57 @@ def robots_token(settings: BaseSettings) -> str:
     return product_token(str(settings.get("USER_AGENT") or "")) or str(settings.get("BOT_NAME") or "crawler")
 
 
-def prepare_robots(body: bytes) -> str:
-    """robots.txt as protego should read it (see the module's docstring): no byte-order mark,
-    ``User-agent`` values cut to their product token, unknown lines dropped."""
+def prepare_robots(body: bytes, token: str) -> str:
+    """robots.txt as protego should read it for ``token`` (see the module's docstring): the rules
+    of the groups that apply to us, under ``user-agent: *``, then the sitemaps. No byte-order mark,
+    no line protego would read differently from RFC 9309."""
     for bom in _BOMS:
         if body.startswith(bom):
             body = body[len(bom):]
             break
     text = body.decode("utf-8", "replace").lstrip("\ufeff")
-    out = []
+    wanted = token.lower()
+    ours: list[str] = []
+    everyone: list[str] = []
+    sitemaps: list[str] = []
+    named_us = named_everyone = False
+    #: The group being read: does it name us, does it name everyone; None before the first
+    #: User-agent line (rules there belong to no group and are ignored).
+    group: tuple[bool, bool] | None = None
+    agents_open = False
     for line in text.splitlines():
         directive = _directive(line.split("#", 1)[0])
         if directive is None:
             continue
         key, value = directive
         if key in _USER_AGENT_KEYS:
-            key = "user-agent"
-            if value != "*":
-                value = product_token(value) or value
-        out.append(f"{key}: {value}")
-    return "\n".join(out)
+            us, star = group if agents_open and group is not None else (False, False)
+            if _is_star(value):
+                star = named_everyone = True
+            elif product_token(value).lower() == wanted:
+                us = named_us = True
+            group, agents_open = (us, star), True
+        elif key in _SITE_WIDE_KEYS:
+            if key != "host":
+                sitemaps.append(f"sitemap: {value}")
+        else:
+            agents_open = False
+            if group is not None:
+                if group[0]:
+                    ours.append(f"{key}: {value}")
+                if group[1]:
+                    everyone.append(f"{key}: {value}")
+    # RFC 9309 2.2.1: the groups naming our token, combined; else those naming "*"; else none.
+    if named_us:
+        return "\n".join(["user-agent: *", *ours, *sitemaps])
+    if named_everyone:
+        return "\n".join(["user-agent: *", *everyone, *sitemaps])
+    return "\n".join(sitemaps)
+
+
+def _is_star(value: str) -> bool:
+    """``*`` alone, or followed by a space and more (as Google's parser reads it)."""
+    return value == "*" or (value.startswith("*") and value[1:2].isspace())
 
 
 def _directive(line: str) -> tuple[str, str] | None:
@@ -263,7 +313,7 @@ class RobotsRules:
 
     def __post_init__(self) -> None:
         if self.record.state is RobotsState.RULES:
-            self._parser = Protego.parse(prepare_robots(self.record.body))
+            self._parser = Protego.parse(prepare_robots(self.record.body, self.user_agent_token))
 
     def allowed(self, url: str) -> bool:
         state = self.record.state
