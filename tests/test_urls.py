@@ -13,7 +13,7 @@ from scrapy.settings import Settings
 
 from crawler.exceptions import ConfigurationError
 from crawler.spiders.web import WebSpider
-from crawler.urls import NormalizationConfig, UrlError, normalize_url
+from crawler.urls import EncodedHostError, NormalizationConfig, UrlError, normalize_url
 from crawler.urls.domains import RegisteredDomains
 from crawler.urls.filters import (
     BROAD_CRAWL_DENY_EXTENSIONS,
@@ -112,6 +112,13 @@ def test_rfc3986_6_2_equivalences(variants: list[str]) -> None:
         ("http://example.com/p?a=1&&b=2&", "http://example.com/p?a=1&b=2"),
         ("http://example.com/p?b=2&a=1", "http://example.com/p?b=2&a=1"),  # order kept
         ("http://[::1]:8080/x", "http://[::1]:8080/x"),
+        # hosts as browsers read them: percent-decoded (UTF-8), then like any other host
+        ("http://example%2Ecom/", "http://example.com/"),
+        ("http://%41.test/", "http://a.test/"),
+        ("http://b%C3%BCcher.example/", "http://xn--bcher-kva.example/"),
+        # tabs and newlines anywhere are removed, as the WHATWG URL parser removes them
+        ("http://x.test/a\tb\n/c\r\n?q=1\n", "http://x.test/ab/c?q=1"),
+        ("\thttp://x.te\nst/", "http://x.test/"),
     ],
 )
 def test_normalization_table(url: str, expected: str) -> None:
@@ -130,11 +137,19 @@ def test_sorted_query_and_custom_lists() -> None:
 @pytest.mark.parametrize(
     "url",
     ["ftp://x.test/", "http:///nohost", "http://x.test:99999/", "http://a..b/", "http://ex ample.com/",
-     "http://x.test/\x00", "javascript:alert(1)", "http://[::1/", "http://%41.test/", "//x.test/"],
+     "http://x.test/\x00", "javascript:alert(1)", "http://[::1/", "//x.test/", "http://x.test/a\x01b"],
 )
 def test_bad_urls_raise_url_error(url: str) -> None:
     with pytest.raises(UrlError):
         normalize_url(url)
+
+
+@pytest.mark.parametrize("url", ["http://ex%2Fample.com/", "http://%FF.test/", "http://a%2525.test/",
+                                 "http://x%20y.test/", "http://a%00b.test/", "http://%2E%2E/"])
+def test_percent_encoded_hosts_that_decode_to_no_host_are_refused_and_counted_apart(url: str) -> None:
+    with pytest.raises(EncodedHostError):
+        normalize_url(url)
+    assert drop_reason(url) == DropReason.ENCODED_HOST
 
 
 @settings(max_examples=500, deadline=None)
@@ -323,3 +338,41 @@ def test_sitemap_limits() -> None:
                           b"</sitemap></sitemapindex>")
     assert (index.kind, index.entries[0].loc, index.entries[0].lastmod) == (
         SitemapKind.INDEX, "http://x.test/s.xml", "2026-01-02")
+
+
+@pytest.mark.parametrize(
+    ("href", "expected"),
+    [
+        # absolute, root-relative and relative hrefs alike: tabs and newlines anywhere are removed
+        ("http://x.test/a\n/b", "http://x.test/a/b"),
+        ("https://x.test/a\t\tb\r\n", "https://x.test/ab"),
+        ("http://x.te\nst/a", "http://x.test/a"),
+        ("/long/\n    path.html", "http://page.test/long/    path.html"),  # the spaces stay (encoded later)
+        ("/a\tb", "http://page.test/ab"),
+        ("rel\native.html", "http://page.test/dir/relative.html"),
+        # leading and trailing C0 controls and spaces are stripped
+        ("\x01\x1f /a \x0c", "http://page.test/a"),
+        ("\x0b http://x.test/q?x=1 \x1b", "http://x.test/q?x=1"),
+        ("/a ", "http://page.test/a"),
+        # a non-breaking space is not a C0 control: kept, and encoded later
+        ("/a\xa0b", "http://page.test/a\xa0b"),
+        # a scheme written over two lines is still the scheme
+        ("java\nscript:alert(1)", None),
+        ("\n#top", None),
+    ],
+)
+def test_hrefs_are_read_as_browsers_read_them(href: str, expected: str | None) -> None:
+    from crawler.modules.linkextractor import LinkExtractor
+
+    html = f'<html><body><a href="{href}">x</a></body></html>'
+    links = LinkExtractor().extract(html.encode(), "http://page.test/dir/page.html")
+    assert links == ([expected] if expected else [])
+    if expected:
+        assert normalize_url(links[0])[0]
+
+
+def test_a_base_href_over_two_lines() -> None:
+    from crawler.modules.linkextractor import LinkExtractor
+
+    html = '<html><head><base href=" http://other.test/\n  base/ "></head><body><a href="p">x</a></body></html>'
+    assert LinkExtractor().extract(html.encode(), "http://page.test/") == ["http://other.test/  base/p"]

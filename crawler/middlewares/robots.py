@@ -86,6 +86,7 @@ from crawler.robots.policy import (
 )
 from crawler.robots.store import RobotsStore, origin_host
 from crawler.sitemaps import SitemapSettings, sitemap_meta
+from crawler.urls import clean_reference
 
 if TYPE_CHECKING:
     from typing import Self
@@ -331,7 +332,7 @@ class RobotsTxtMiddleware:
             location = response.headers.get(b"Location")
             if 300 <= status < 400 and location and hop < MAX_REDIRECTS:
                 self.stats.inc_value("robots/redirects")
-                url = urljoin(url, location.decode("latin-1").strip())
+                url = urljoin(url, clean_reference(location.decode("latin-1")))
                 hop += 1
                 await asyncio.sleep(self.politeness.delay(latency))
                 fetch = Request(url, meta={ROBOTS_META: True, "handle_httpstatus_all": True}, dont_filter=True)

@@ -1,7 +1,10 @@
 """Outlink extraction from HTML, with selectolax (lexbor).
 
-Every ``<a href>`` is resolved against the document's base URL (``<base href>``
-when present, itself resolved against the page URL), following RFC 3986
+Every ``<a href>`` is first read as browsers read it (leading and trailing
+control characters and spaces stripped, tabs and newlines removed anywhere:
+:func:`~crawler.urls.normalize.clean_reference`), then resolved against the
+document's base URL (``<base href>`` when present, itself resolved against
+the page URL), following RFC 3986
 section 5 (``urllib.parse.urljoin``), with fast paths for the common absolute
 and root-relative forms that give the same result without the general
 algorithm. Fragments are dropped; links with schemes other than http(s)
@@ -16,6 +19,8 @@ from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
 from selectolax.lexbor import LexborHTMLParser
+
+from crawler.urls.normalize import clean_reference
 
 _SKIP_PREFIXES = ("#", "javascript:", "mailto:", "tel:", "data:", "about:", "ftp:", "file:", "news:", "irc:")
 
@@ -45,7 +50,7 @@ def _needs_general_join(path: str) -> bool:
 
 def resolve(base: BaseUrl, href: str) -> str | None:
     """The absolute http(s) URL of ``href`` without its fragment, or ``None``."""
-    href = href.strip()
+    href = clean_reference(href)
     if not href:
         return None
     lowered = href[:11].lower()
@@ -104,7 +109,7 @@ class LinkExtractor:
             base_href = node.attrs.get("href")
             if base_href is None:
                 continue
-            resolved = urljoin(page_url, base_href.strip())
+            resolved = urljoin(page_url, clean_reference(base_href))
             if resolved.startswith(("http://", "https://")):
                 base = BaseUrl(resolved)
             break
@@ -116,10 +121,14 @@ class LinkExtractor:
             if not href or href in seen_hrefs:
                 continue
             seen_hrefs.add(href)
-            # The common forms inline (same result as resolve()), the rest through it.
-            if href[0] == "/" and href[1:2] != "/" and "/." not in href and not href[-1].isspace():
+            # The common forms inline (same result as resolve()), the rest through it: a tab, a
+            # newline or a control character anywhere (isprintable) or a space at the end takes
+            # the general path, which reads the href as browsers do.
+            if href[0] == "/" and href[1:2] != "/" and "/." not in href and href.isprintable() \
+                    and href[-1] != " ":
                 url = origin + href
-            elif href.startswith(("http://", "https://")) and "/." not in href and not href[-1].isspace():
+            elif href.startswith(("http://", "https://")) and "/." not in href and href.isprintable() \
+                    and href[-1] != " ":
                 url = href
             else:
                 resolved_href = resolve(base, href)

@@ -48,7 +48,7 @@ from crawler.sitemaps import (
     parse_sitemap,
     sitemap_meta,
 )
-from crawler.urls import UrlError, normalize_url
+from crawler.urls import UrlError, clean_reference, normalize_url
 from crawler.urls.domains import RegisteredDomains
 from crawler.urls.filters import BROAD_CRAWL_DENY_EXTENSIONS
 
@@ -148,7 +148,7 @@ class WebSpider(Spider):
         if 300 <= response.status < 400:
             location = headers.get(b"Location")
             if location:
-                target = urljoin(response.url, location.decode("latin-1").strip())
+                target = urljoin(response.url, clean_reference(location.decode("latin-1")))
                 item.redirect_to = target
                 hops = response.meta.get("redirect_times", 0) + 1
                 if hops > self.max_redirects:

@@ -3,17 +3,21 @@
 from crawler.urls.fingerprint import bloom_positions, url_fingerprint, url_key
 from crawler.urls.normalize import (
     NORMALIZATION_VERSION,
+    EncodedHostError,
     NormalizationConfig,
     UrlError,
+    clean_reference,
     normalize_page_url,
     normalize_url,
 )
 
 __all__ = [
     "NORMALIZATION_VERSION",
+    "EncodedHostError",
     "NormalizationConfig",
     "UrlError",
     "bloom_positions",
+    "clean_reference",
     "host_of",
     "normalize_page_url",
     "normalize_url",

@@ -40,7 +40,7 @@ from scrapy.settings import BaseSettings
 
 from crawler.exceptions import ConfigurationError
 from crawler.settings_parsing import get_int, get_list
-from crawler.urls.normalize import DEFAULT_CONFIG, NormalizationConfig, UrlError, normalize_url_parts
+from crawler.urls.normalize import DEFAULT_CONFIG, EncodedHostError, NormalizationConfig, UrlError, normalize_url_parts
 
 #: The web spider's ``URL_DENY_EXTENSIONS``: what a broad crawl of pages does not enqueue.
 BROAD_CRAWL_DENY_EXTENSIONS = [
@@ -62,6 +62,8 @@ BROAD_CRAWL_DENY_EXTENSIONS = [
 class DropReason(StrEnum):
     SCHEME = "scheme"
     MALFORMED = "malformed"
+    #: A percent-encoded host that does not decode to a valid host.
+    ENCODED_HOST = "encoded_host"
     LENGTH = "length"
     EXTENSION = "extension"
     BLOCKED_HOST = "blocked_host"
@@ -184,6 +186,8 @@ class UrlFilter:
             raise Dropped(DropReason.SCHEME, url[:40])
         try:
             normalized, host, path = normalize_url_parts(url, config.normalization)
+        except EncodedHostError as exc:
+            raise Dropped(DropReason.ENCODED_HOST, str(exc)) from None
         except UrlError as exc:
             raise Dropped(DropReason.MALFORMED, str(exc)) from None
         if len(normalized) > config.max_length:

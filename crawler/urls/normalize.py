@@ -3,9 +3,14 @@
 One function, :func:`normalize_url`, applied to every URL before the seen
 check, so that equivalent URLs are fetched once. The rules, in order:
 
-1. Leading and trailing whitespace is removed; a URL with control characters
-   or without ``scheme://host`` is rejected (:class:`UrlError`).
-2. The scheme and host are lowercased (RFC 3986 6.2.2.1); an internationalized
+1. Leading and trailing whitespace is removed, and ASCII tabs and newlines
+   anywhere (as the WHATWG URL parser does: :func:`clean_reference`); a URL
+   with other control characters or without ``scheme://host`` is rejected
+   (:class:`UrlError`).
+2. The scheme and host are lowercased (RFC 3986 6.2.2.1); a percent-encoded
+   host is decoded (``example%2Ecom`` is ``example.com``, as browsers read
+   it) when it decodes to UTF-8, and rejected otherwise (:class:`EncodedHostError`);
+   an internationalized
    host is converted to its IDNA (punycode) form (UTS 46, non-transitional); a
    trailing dot is dropped; a host with empty labels or forbidden characters
    is rejected.
@@ -45,7 +50,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, unquote_to_bytes
 
 import idna
 from scrapy.settings import BaseSettings
@@ -74,6 +79,10 @@ _HOST_NAME = re.compile(r"[a-z0-9_\-]+(?:\.[a-z0-9_\-]+)*\Z")
 
 class UrlError(CrawlerError, ValueError):
     """A URL that cannot be crawled: malformed, no host, bad port, bad host."""
+
+
+class EncodedHostError(UrlError):
+    """A percent-encoded host that does not decode to a valid one (``urls/dropped/encoded_host``)."""
 
 
 @dataclass(frozen=True)
@@ -162,7 +171,21 @@ def remove_dot_segments(path: str) -> str:
 
 
 def _host(raw: str) -> str:
-    host = raw.lower()
+    host = raw
+    if "%" in host and not host.startswith("["):
+        # The WHATWG host parser percent-decodes a domain (UTF-8) before IDNA; the result must
+        # then be a valid host like any other (a decoded "/", "%" or space is refused below).
+        try:
+            host = unquote_to_bytes(host).decode("utf-8")
+        except UnicodeDecodeError:
+            raise EncodedHostError(f"percent-encoded host {raw!r} is not UTF-8") from None
+        if "%" in host:
+            raise EncodedHostError(f"percent-encoded host {raw!r} decodes to another escape")
+        try:
+            return _host(host)
+        except UrlError as exc:
+            raise EncodedHostError(f"percent-encoded host {raw!r}: {exc}") from None
+    host = host.lower()
     if host.startswith("["):
         if not host.endswith("]") or len(host) < 3:
             raise UrlError(f"bad IPv6 host {raw!r}")
@@ -175,8 +198,6 @@ def _host(raw: str) -> str:
             host = idna.encode(host, uts46=True, transitional=False).decode("ascii")
         except (idna.IDNAError, UnicodeError, ValueError) as exc:
             raise UrlError(f"bad internationalized host {raw!r}: {exc}") from None
-    if "%" in host:
-        raise UrlError(f"percent-encoded host {raw!r}")
     if not _HOST_NAME.match(host):
         raise UrlError(f"bad host {raw!r}")
     return host
@@ -224,6 +245,22 @@ def _split_authority(authority: str, url: str) -> tuple[str, int | None]:
     return host, port
 
 
+#: What the WHATWG URL parser strips from both ends of a reference (C0 controls and space), and
+#: removes anywhere (ASCII tab and newline), before it parses it.
+_C0_AND_SPACE = "".join(map(chr, range(0x21)))
+_TAB_NEWLINE = str.maketrans("", "", "\t\n\r")
+
+
+def clean_reference(text: str) -> str:
+    """A link as browsers read it (WHATWG URL standard, basic URL parser, first steps): leading and
+    trailing C0 controls and spaces stripped, ASCII tabs and newlines removed anywhere
+    (``"/a\n/b "`` -> ``"/a/b"``). An ``href`` written over several lines means the joined URL."""
+    text = text.strip(_C0_AND_SPACE)
+    if not text.isprintable():
+        text = text.translate(_TAB_NEWLINE)
+    return text
+
+
 def normalize_url(url: str, config: NormalizationConfig = DEFAULT_CONFIG) -> tuple[str, str]:
     """Return ``(normalized_url, host)`` for an absolute http(s) URL, or raise :class:`UrlError`."""
     normalized, host, _ = normalize_url_parts(url, config)
@@ -241,7 +278,9 @@ def normalize_url_parts(url: str, config: NormalizationConfig = DEFAULT_CONFIG) 
     """Like :func:`normalize_url`, plus the normalized path (for the filters)."""
     url = url.strip()
     if _CONTROL.search(url):
-        raise UrlError(f"control characters in {url!r}")
+        url = url.translate(_TAB_NEWLINE)  # as a browser reads it; any other control is refused
+        if _CONTROL.search(url):
+            raise UrlError(f"control characters in {url!r}")
     match = _URL.match(url)
     if match is None:
         raise UrlError(f"malformed URL {url!r}")
