@@ -11,7 +11,7 @@ empty :=
 space := $(empty) $(empty)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: crawl test lint unit compat docs venv replay-venv redis-server chromium bench scale clean
+.PHONY: crawl test lint unit compat docs venv replay-venv redis-server chromium nginx bench scale clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
@@ -57,6 +57,14 @@ chromium:
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 
+# Debian's nginx (the light build): a test crawls a real web server with it (gzip, chunked
+# answers, its own access log), started by the test on a loopback address, never as a service.
+nginx:
+	@command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || { \
+		echo "Installing nginx-light with apt-get (the test against a real web server)"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq nginx-light >/dev/null; }
+
 ## make crawl SEEDS=seeds.txt | make crawl URLS="https://a.example/ https://b.example/"
 ##   [USER_AGENT="mybot/1.0 (+https://example.org/bot)"] [ARGS="-s NAME=VALUE"]
 crawl: venv redis-server chromium
@@ -66,7 +74,7 @@ crawl: venv redis-server chromium
 		$(if $(USER_AGENT),-s "USER_AGENT=$(USER_AGENT)") $(ARGS)
 
 ## make test: lint, types, and the whole test suite (starts its own Redis and mock web)
-test: venv replay-venv redis-server chromium lint docs
+test: venv replay-venv redis-server chromium nginx lint docs
 	$(BIN)/python -m pytest -q --timeout=600 tests
 
 ## make compat: the add-on's tests on the older Scrapy releases it supports, each in a venv of its own
