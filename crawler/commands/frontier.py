@@ -11,6 +11,12 @@ Subcommands::
     scrapy frontier report [--out FILE]       write the crawl report
     scrapy frontier render [on|off|auto HOST...]  render hosts (or domains) always / never /
                                               as detected; alone: list every mark
+    scrapy frontier url URL                   what happened to one URL, and why
+    scrapy frontier host HOST|URL             one host's state, delay, robots.txt and counts, and why
+
+``--json`` on any of them prints one JSON document on stdout instead of text
+(the schema is in docs/operating.md); a mistake is then ``{"error": ...}`` on
+stdout as well as the line on stderr.
 
 The crawl is chosen by ``--crawl-id``, else ``FRONTIER_CRAWL_ID``, else the
 project's spider if it has exactly one (a crawl's id is its spider's name:
@@ -23,11 +29,12 @@ on stderr and exit status 2.
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 from scrapy import Spider
@@ -47,6 +54,7 @@ from crawler.frontier.shards import ShardRouter, check_crawl_metadata, shard_fro
 from crawler.frontier.sizing import crawl_sizes
 from crawler.frontier.store import RedisFrontier
 from crawler.ops.figures import latency_buckets
+from crawler.ops.lookup import Lookup, host_answer, host_lines, url_answer, url_lines
 from crawler.ops.timeline import Timeline
 from crawler.ops.view import describe_next, frontier_figures, top_hosts
 from crawler.policy.politeness import PolitenessKey
@@ -61,6 +69,7 @@ from crawler.requestmeta import RETRY_META, THROTTLED_META
 from crawler.secrets import install as install_redaction
 from crawler.secrets import redact
 from crawler.seeds import load_seeds
+from crawler.settings_parsing import setting
 from crawler.urls.filters import FilterConfig, UrlFilter
 
 if TYPE_CHECKING:
@@ -68,10 +77,13 @@ if TYPE_CHECKING:
 
     from crawler.redisconn.link import AnyRedis
 
-SUBCOMMANDS = ("stats", "seed", "hosts", "dead-letters", "drain", "reset", "report", "render")
+SUBCOMMANDS = ("stats", "seed", "hosts", "dead-letters", "drain", "reset", "report", "render", "url", "host")
+#: Subcommands that take exactly one argument.
+_ONE_ARGUMENT = ("url", "host")
+#: The pages rate the time to the memory limit is told at: the last this many seconds of the timeline.
+RATE_WINDOW = 600.0
 #: ``scrapy frontier render on|off|auto``: an operator's mark, or back to detection.
 RENDER_ACTIONS = {"on": Mark.ON, "off": Mark.OFF, "auto": None}
-
 
 
 class _Counts(dict[str, int]):
@@ -79,6 +91,15 @@ class _Counts(dict[str, int]):
 
     def inc_value(self, key: str, count: int = 1, start: int = 0) -> None:
         self[key] = self.get(key, start) + count
+
+
+@dataclass
+class Output:
+    """A subcommand's answer: a JSON document (``--json``), and the same as lines of text."""
+
+    document: dict[str, Any]
+    lines: list[str] = field(default_factory=list)
+
 
 class Command(ScrapyCommand):
     requires_project = True
@@ -88,7 +109,7 @@ class Command(ScrapyCommand):
         return f"{{{'|'.join(SUBCOMMANDS)}}} [options]"
 
     def short_desc(self) -> str:
-        return "Inspect or act on a crawl's frontier (stats, seed, hosts, dead-letters, drain, reset, report, render)"
+        return "Inspect or act on a crawl's frontier (stats, url, host, seed, hosts, dead-letters, drain, reset, report, render)"
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
@@ -100,28 +121,43 @@ class Command(ScrapyCommand):
         parser.add_argument("--resume", action="store_true", help="drain: hand out URLs again")
         parser.add_argument("--yes", action="store_true", help="reset: really delete")
         parser.add_argument("--out", help="report: the HTML file to write")
+        parser.add_argument("--json", action="store_true", help="print one JSON document (schema: docs/operating.md)")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if not args or args[0] not in SUBCOMMANDS:
             raise UsageError(f"expected a subcommand: {', '.join(SUBCOMMANDS)}")
         if args[0] == "render" and len(args) > 1 and (args[1] not in RENDER_ACTIONS or len(args) < 3):
             raise UsageError("render takes no arguments (list the marks), or on|off|auto and hosts or domains")
-        if args[0] not in ("seed", "render") and len(args) > 1:
+        if args[0] in _ONE_ARGUMENT and len(args) != 2:
+            raise UsageError(f"{args[0]} takes one argument: {'a URL' if args[0] == 'url' else 'a host or URL'}")
+        if args[0] not in ("seed", "render", *_ONE_ARGUMENT) and len(args) > 1:
             raise UsageError(f"{args[0]} takes no arguments")
         if args[0] == "seed" and len(args) < 2:
             raise UsageError("seed needs a seeds file or URLs")
         assert self.settings is not None
         install_redaction(self.settings)
+        self.as_json = bool(opts.json)
         try:
-            asyncio.run(self._run(args[0], args[1:], opts))
+            output = asyncio.run(self._run(args[0], args[1:], opts))
         except (ConfigurationError, CrawlerError) as exc:
-            print(f"error: {redact(str(exc))}", file=sys.stderr)
-            self.exitcode = 2
+            self._fail(redact(str(exc)))
+            return
         except (RedisError, OSError) as exc:
-            print(f"error: Redis: {redact(str(exc))}", file=sys.stderr)
-            self.exitcode = 2
+            self._fail(f"Redis: {redact(str(exc))}")
+            return
+        if self.as_json:
+            print(json.dumps(output.document, indent=2, sort_keys=True, default=str))
+        else:
+            for line in output.lines:
+                print(line)
 
-    async def _run(self, name: str, args: list[str], opts: argparse.Namespace) -> None:
+    def _fail(self, message: str) -> None:
+        print(f"error: {message}", file=sys.stderr)
+        if self.as_json:
+            print(json.dumps({"error": message}))
+        self.exitcode = 2
+
+    async def _run(self, name: str, args: list[str], opts: argparse.Namespace) -> Output:
         assert self.settings is not None
         crawl_id = self._crawl_id(opts)
         self.settings.set("FRONTIER_CRAWL_ID", crawl_id, priority="cmdline")
@@ -139,7 +175,9 @@ class Command(ScrapyCommand):
             if name not in ("seed", "reset") and not await client.exists(router.crawl_keys.crawl_key("meta")):
                 raise ConfigurationError("FRONTIER_CRAWL_ID", f"no crawl {crawl_id!r} in Redis at {provider.url}")
             handler = getattr(self, "_" + name.replace("-", "_"))
-            await handler(client, router, config, args, opts)
+            output: Output = await handler(client, router, config, args, opts)
+            output.document.setdefault("crawl", crawl_id)
+            return output
         finally:
             await provider.close()
 
@@ -161,13 +199,41 @@ class Command(ScrapyCommand):
     # -- subcommands -----------------------------------------------------------------
 
     async def _stats(self, client: AnyRedis, router: ShardRouter, config: FrontierConfig, args: list[str],
-                     opts: argparse.Namespace) -> None:
+                     opts: argparse.Namespace) -> Output:
         figures = await frontier_figures(client, router, self.provider.config.memory_limit)
         timeline = Timeline(client, router.crawl_id)
         totals = await timeline.totals()
-        workers = await timeline.workers(time.time() - 120)
+        now = time.time()
+        workers = await timeline.workers(now - 120)
+        recent = [sample for sample in await timeline.samples() if sample.time >= now - RATE_WINDOW]
+        rate = sum(sample.pages for sample in recent) / RATE_WINDOW if recent else 0.0
+        hours = figures.hours_to_limit(rate)
         draining = bool(await client.exists(router.crawl_keys.crawl_key("draining")))
         pages = int(totals.get("pages", 0))
+        errors = {k[6:]: int(v) for k, v in totals.items() if k.startswith("error:") and v}
+        exact, near = int(totals.get("dedup:exact", 0)), int(totals.get("dedup:near", 0))
+        statuses = dict(sorted((k[7:], int(v)) for k, v in totals.items() if k.startswith("status:")))
+        latency = [(bound, n) for bound, n in latency_buckets(totals) if n]
+        document: dict[str, Any] = {
+            "draining": draining, "shards": router.count, "queued": figures.queued, "in_flight": figures.leased,
+            "hosts": {"active": figures.awake_hosts, "ready": figures.ready_hosts, "sleeping": figures.sleeping,
+                      "parked": figures.parked},
+            "dead_letters": figures.dead_letters, "seen": figures.seen, "revisits_scheduled": figures.due,
+            "pages": pages, "url_records": figures.records,
+            "memory": {
+                "used": figures.memory_used, "limit": figures.memory_limit or None,
+                "share": round(figures.memory_share, 4) if figures.memory_limit else None,
+                "bytes_per_page": round(figures.bytes_per_record, 1) if figures.records else None,
+                "pages_per_second": round(rate, 2), "hours_to_limit": round(hours, 2) if hours is not None else None,
+                "servers": [server.as_dict(rate, figures.records) for server in figures.servers],
+            },
+            "workers_reporting": len(workers), "errors": errors, "duplicates": {"exact": exact, "near": near},
+            "robots_disallowed": int(totals.get("robots:disallowed", 0)), "status_codes": statuses,
+            "latency": dict(latency),
+        }
+        memory = figures.memory_text().removeprefix("Redis ")
+        if hours is not None:
+            memory += f", {hours:,.1f} h to the limit at {rate:,.1f} pages/s (the last {RATE_WINDOW / 60:.0f} min)"
         rows = [
             ("crawl", router.crawl_id + (" (draining)" if draining else "")),
             ("shards", str(router.count)),
@@ -181,25 +247,25 @@ class Command(ScrapyCommand):
             ("revisits scheduled", f"{figures.due:,}"),
             ("pages fetched", f"{pages:,}"),
             ("URL records", f"{figures.records:,}"),
-            ("redis memory", figures.memory_text().removeprefix("Redis ")),
-            ("workers reporting (2 min)", f"{len(workers)}"),
+            ("redis memory", memory),
         ]
-        errors = {k[6:]: int(v) for k, v in totals.items() if k.startswith("error:") and v}
-        rows.append(("errors", ", ".join(f"{k} {v:,}" for k, v in sorted(errors.items())) or "none"))
-        exact, near = int(totals.get("dedup:exact", 0)), int(totals.get("dedup:near", 0))
-        rows.append(("duplicates", f"{exact:,} exact, {near:,} near"
-                                   + (f" ({(exact + near) / pages:.1%})" if pages else "")))
-        rows.append(("robots.txt drops", f"{int(totals.get('robots:disallowed', 0)):,}"))
-        statuses = sorted((k[7:], int(v)) for k, v in totals.items() if k.startswith("status:"))
-        rows.append(("status codes", ", ".join(f"{k} {v:,}" for k, v in statuses) or "-"))
-        latency = [(bound, n) for bound, n in latency_buckets(totals) if n]
-        rows.append(("latency", ", ".join(f"<={b}s {n:,}" for b, n in latency) or "-"))
+        if len(figures.servers) > 1:
+            for server in figures.servers:
+                share = f" ({server.share:.0%} of {server.limit:,} B)" if server.limit else ""
+                rows.append((f"  {server.server}", f"{server.used:,} B{share}, {server.records:,} records"))
+        rows += [
+            ("workers reporting (2 min)", f"{len(workers)}"),
+            ("errors", ", ".join(f"{k} {v:,}" for k, v in sorted(errors.items())) or "none"),
+            ("duplicates", f"{exact:,} exact, {near:,} near" + (f" ({(exact + near) / pages:.1%})" if pages else "")),
+            ("robots.txt drops", f"{int(totals.get('robots:disallowed', 0)):,}"),
+            ("status codes", ", ".join(f"{k} {v:,}" for k, v in statuses.items()) or "-"),
+            ("latency", ", ".join(f"<={b}s {n:,}" for b, n in latency) or "-"),
+        ]
         width = max(len(k) for k, _ in rows)
-        for key, value in rows:
-            print(f"{key:<{width}}  {value}")
+        return Output(document, [f"{key:<{width}}  {value}" for key, value in rows])
 
     async def _seed(self, client: AnyRedis, router: ShardRouter, config: FrontierConfig, args: list[str],
-                    opts: argparse.Namespace) -> None:
+                    opts: argparse.Namespace) -> Output:
         assert self.settings is not None
         urls: list[str] = []
         for arg in args:
@@ -225,10 +291,10 @@ class Command(ScrapyCommand):
         )
         intake.bind(RequestCodec(Spider("web")), frontiers)
         intake.urls(urls, depth=0)
-        dropped = sum(value for key, value in stats.items() if key.startswith("urls/dropped/"))
-        for key, value in sorted(stats.items()):
-            if key.startswith("urls/dropped/"):
-                print(f"dropped {value} seed(s): {key.rsplit('/', 1)[-1]}", file=sys.stderr)
+        refused = {key.rsplit("/", 1)[-1]: value for key, value in sorted(stats.items())
+                   if key.startswith("urls/dropped/")}
+        for reason, value in refused.items():
+            print(f"dropped {value} seed(s): {reason}", file=sys.stderr)
         by_shard, _ = intake.take()
         await intake.resolve_groups(by_shard)
         added = duplicates = 0
@@ -237,25 +303,37 @@ class Command(ScrapyCommand):
             new, seen = await frontiers[shard].enqueue(entries)
             added, duplicates = added + new, duplicates + seen
             await frontiers[shard].close()
-        print(f"crawl {router.crawl_id!r}: {added} seeds added, {duplicates} already known, {dropped} dropped")
+        dropped = sum(refused.values())
+        line = f"crawl {router.crawl_id!r}: {added} seeds added, {duplicates} already known, {dropped} dropped"
+        return Output({"added": added, "known": duplicates, "dropped": refused}, [line])
 
     async def _hosts(self, client: AnyRedis, router: ShardRouter, config: FrontierConfig, args: list[str],
-                     opts: argparse.Namespace) -> None:
+                     opts: argparse.Namespace) -> Output:
         rows = await top_hosts(client, router, max(1, opts.top))
-        if not rows:
-            print(f"no host fetched yet in crawl {router.crawl_id!r}")
-            return
         now = time.time()
+        document = {"hosts": [
+            {"host": row.host, "pages": row.pages, "queued": row.queued, "errors": row.errors,
+             "near_duplicates": row.near_duplicates, "next_allowed_in_s": None if row.next_allowed is None
+             else round(row.next_allowed - now, 3), "crawl_delay_floor": row.delay,
+             "error_rate": round(row.error_rate, 4), "near_duplicate_rate": round(row.near_duplicate_rate, 4)}
+            for row in rows
+        ]}
+        if not rows:
+            return Output(document, [f"no host fetched yet in crawl {router.crawl_id!r}"])
         width = max(len(row.host) for row in rows)
-        print(f"{'host':<{width}}  {'pages':>8}  {'queued':>7}  {'next':>10}  {'delay':>7}  {'errors':>6}  near-dup")
+        lines = [f"{'host':<{width}}  {'pages':>8}  {'queued':>7}  {'next':>10}  {'delay':>7}  {'errors':>6}  near-dup"]
         for row in rows:
             delay = "-" if row.delay is None else f"{row.delay:g}s"
-            print(f"{row.host:<{width}}  {row.pages:>8,}  {row.queued:>7,}  {describe_next(row.next_allowed, now):>10}"
-                  f"  {delay:>7}  {row.error_rate:>6.1%}  {row.near_duplicate_rate:.1%}")
+            lines.append(f"{row.host:<{width}}  {row.pages:>8,}  {row.queued:>7,}  "
+                         f"{describe_next(row.next_allowed, now):>10}  {delay:>7}  {row.error_rate:>6.1%}  "
+                         f"{row.near_duplicate_rate:.1%}")
+        return Output(document, lines)
 
     async def _dead_letters(self, client: AnyRedis, router: ShardRouter, config: FrontierConfig,
-                            args: list[str], opts: argparse.Namespace) -> None:
-        total = 0
+                            args: list[str], opts: argparse.Namespace) -> Output:
+        total = requeued = 0
+        lines: list[str] = []
+        listed: list[dict[str, Any]] = []
         for keys in router.keys:
             frontier = RedisFrontier(client, keys, config)
             await frontier.load_scripts()
@@ -265,7 +343,10 @@ class Command(ScrapyCommand):
                 for letter in letters:
                     url_text = _url_of(letter.blob, letter.host)
                     when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(letter.died_at))
-                    print(f"{when}\t{letter.error}\t{url_text}\t{letter.message}")
+                    lines.append(f"{when}\t{letter.error}\t{url_text}\t{letter.message}")
+                    listed.append({"id": letter.request_id, "url": url_text, "host": letter.host,
+                                   "level": letter.level, "at": when.replace(" ", "T") + "Z",
+                                   "error": letter.error, "message": letter.message, "shard": keys.shard})
             elif letters:
                 entries = []
                 for letter in letters:
@@ -274,68 +355,94 @@ class Command(ScrapyCommand):
                     except CodecError:
                         entries.append((letter.request_id, b""))
                 revived = await frontier.revive(entries)
-                print(f"requeued {revived} dead letters in crawl {router.crawl_id!r}"
-                      + (f" (shard {keys.shard})" if router.count > 1 else ""))
+                requeued += revived
+                lines.append(f"requeued {revived} dead letters in crawl {router.crawl_id!r}"
+                             + (f" (shard {keys.shard})" if router.count > 1 else ""))
             await frontier.close()
             if total >= opts.limit:
                 break
         if not total:
-            print(f"no dead letters in crawl {router.crawl_id!r}")
+            lines.append(f"no dead letters in crawl {router.crawl_id!r}")
         elif not opts.requeue:
-            print(f"{total} dead letters in crawl {router.crawl_id!r}")
+            lines.append(f"{total} dead letters in crawl {router.crawl_id!r}")
+        document: dict[str, Any] = {"requeued": requeued} if opts.requeue else {"dead_letters": listed}
+        return Output(document, lines)
 
     async def _drain(self, client: AnyRedis, router: ShardRouter, config: FrontierConfig, args: list[str],
-                     opts: argparse.Namespace) -> None:
+                     opts: argparse.Namespace) -> Output:
         key = router.crawl_keys.crawl_key("draining")
         if opts.resume:
             await client.delete(key)
-            print(f"crawl {router.crawl_id!r}: handing out URLs again (start workers to continue)")
-        else:
-            await client.set(key, int(time.time()))
-            print(f"crawl {router.crawl_id!r} is draining: workers finish what they hold and close within "
-                  f"{config.idle_poll:g} s plus their fetches in flight; nothing queued is lost "
-                  f"(`scrapy frontier drain --resume` to undo)")
+            return Output({"draining": False},
+                          [f"crawl {router.crawl_id!r}: handing out URLs again (start workers to continue)"])
+        await client.set(key, int(time.time()))
+        return Output({"draining": True}, [
+            f"crawl {router.crawl_id!r} is draining: workers finish what they hold and close within "
+            f"{config.idle_poll:g} s plus their fetches in flight; nothing queued is lost "
+            f"(`scrapy frontier drain --resume` to undo)"])
 
     async def _reset(self, client: AnyRedis, router: ShardRouter, config: FrontierConfig, args: list[str],
-                     opts: argparse.Namespace) -> None:
+                     opts: argparse.Namespace) -> Output:
         if not opts.crawl_id:
             raise ConfigurationError("--crawl-id", "reset needs the crawl id spelled out: --crawl-id X --yes")
         keys = await crawl_keys(client, router.crawl_id)
         if not opts.yes:
-            print(f"crawl {router.crawl_id!r} has {len(keys)} keys; add --yes to delete them")
-            return
+            return Output({"keys": len(keys), "deleted": 0},
+                          [f"crawl {router.crawl_id!r} has {len(keys)} keys; add --yes to delete them"])
         deleted = await delete_keys(client, keys)
-        print(f"crawl {router.crawl_id!r}: deleted {deleted} keys")
+        return Output({"keys": len(keys), "deleted": deleted}, [f"crawl {router.crawl_id!r}: deleted {deleted} keys"])
 
     async def _report(self, client: AnyRedis, router: ShardRouter, config: FrontierConfig, args: list[str],
-                      opts: argparse.Namespace) -> None:
+                      opts: argparse.Namespace) -> Output:
         from crawler.report.render import write_report
 
         path = Path(opts.out or f"report-{router.crawl_id}.html")
         await write_report(Timeline(client, router.crawl_id), client, router, router.crawl_id, path)
-        print(f"wrote {path}")
+        return Output({"path": str(path)}, [f"wrote {path}"])
 
     async def _render(self, client: AnyRedis, router: ShardRouter, config: FrontierConfig, args: list[str],
-                      opts: argparse.Namespace) -> None:
+                      opts: argparse.Namespace) -> Output:
         key = router.crawl_keys.crawl_key("render")
         if not args:
             marks = await render_marks(client, key)
             now = time.time()
+            lines: list[str] = []
+            listed: dict[str, dict[str, Any]] = {}
             for name, mark in marks.items():
                 if mark.mark.forced:
-                    print(f"{name}\t{mark.mark.value} (operator)")
+                    lines.append(f"{name}\t{mark.mark.value} (operator)")
+                    listed[name] = {"mark": mark.mark.value, "by": "operator"}
                 elif mark.stands(now):
-                    print(f"{name}\t{mark.mark.value} (detected, for {mark.until - now:.0f} s more)")
+                    lines.append(f"{name}\t{mark.mark.value} (detected, for {mark.until - now:.0f} s more)")
+                    listed[name] = {"mark": mark.mark.value, "by": "detection", "for_s": round(mark.until - now)}
                 else:
-                    print(f"{name}\t{mark.mark.value} (detected, expired: sampled again)")
+                    lines.append(f"{name}\t{mark.mark.value} (detected, expired: sampled again)")
+                    listed[name] = {"mark": mark.mark.value, "by": "detection", "for_s": 0}
             if not marks:
-                print(f"crawl {router.crawl_id!r}: no render marks")
-            return
+                lines.append(f"crawl {router.crawl_id!r}: no render marks")
+            return Output({"marks": listed}, lines)
         action, names = RENDER_ACTIONS[args[0]], args[1:]
         for name in names:
             await force_render(client, key, name, action)
         what = {Mark.ON: "always rendered", Mark.OFF: "never rendered", None: "rendered as detected"}[action]
-        print(f"crawl {router.crawl_id!r}: {', '.join(names)} {what} (workers see it within RENDER_CACHE_SECONDS)")
+        return Output({"set": {name: args[0] for name in names}}, [
+            f"crawl {router.crawl_id!r}: {', '.join(names)} {what} (workers see it within RENDER_CACHE_SECONDS)"])
+
+    def _lookup(self, router: ShardRouter, config: FrontierConfig) -> Lookup:
+        assert self.settings is not None
+        jobdir = self.settings.get("JOBDIR")
+        job = Path(jobdir) if jobdir else Path(setting(self.settings, "CRAWL_DATA_DIR")) / router.crawl_id
+        return Lookup(self.settings, router, config, job)
+
+    async def _url(self, client: AnyRedis, router: ShardRouter, config: FrontierConfig, args: list[str],
+                   opts: argparse.Namespace) -> Output:
+        answer = await url_answer(client, self._lookup(router, config), args[0])
+        return Output(answer, url_lines(answer))
+
+    async def _host(self, client: AnyRedis, router: ShardRouter, config: FrontierConfig, args: list[str],
+                    opts: argparse.Namespace) -> Output:
+        answer = await host_answer(client, self._lookup(router, config), args[0])
+        return Output(answer, host_lines(answer))
 
 
 def _url_of(blob: bytes, host: str) -> str:

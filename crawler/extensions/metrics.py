@@ -136,6 +136,17 @@ class CrawlCollector(Collector):
                 gauge = GaugeMetricFamily(name, help_text, labels=["crawl"])
                 gauge.add_metric([crawl], value)
                 yield gauge
+            hours = frontier.hours_to_limit()
+            if hours is not None:
+                gauge = GaugeMetricFamily("crawler_redis_hours_to_limit", "Hours until the fullest Redis server "
+                                          "reaches its limit at the crawl's recent growth", labels=["crawl"])
+                gauge.add_metric([crawl], hours)
+                yield gauge
+            per_server = GaugeMetricFamily("crawler_redis_server_memory_share", "Each server's (cluster "
+                                           "primary's) share of its memory limit", labels=["crawl", "server"])
+            for server in frontier.servers:
+                per_server.add_metric([crawl, server.server], server.share)
+            yield per_server
 
 
 class MetricsEndpoint:
@@ -179,7 +190,8 @@ class MetricsEndpoint:
         while True:
             try:
                 self.collector.frontier = await frontier_figures(await self.provider.client(), self.router,
-                                                                 self.provider.config.memory_limit)
+                                                                 self.provider.config.memory_limit,
+                                                                 self.collector.frontier)
             except (RedisError, OSError) as exc:
                 logger.debug("Metrics: frontier figures unavailable (%s)", exc)
             await asyncio.sleep(self.refresh)

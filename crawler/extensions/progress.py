@@ -111,7 +111,8 @@ class ProgressReporter:
             client = await self.provider.client()
             if self.timeline is None:
                 self.timeline = Timeline(client, self.crawl_id)
-            self.frontier = await frontier_figures(client, self.router, self.provider.config.memory_limit)
+            self.frontier = await frontier_figures(client, self.router, self.provider.config.memory_limit,
+                                                   self.frontier)
         except (RedisError, OSError) as exc:
             logger.warning("Progress: Redis unreachable (%s)", exc)
             self.frontier = None

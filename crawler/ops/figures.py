@@ -74,6 +74,40 @@ def delta(now: Mapping[str, float], before: Mapping[str, float]) -> dict[str, fl
 
 
 @dataclass(frozen=True)
+class ServerFigures:
+    """One server (one cluster primary) holding some of the crawl's shards."""
+
+    server: str
+    used: int
+    #: REDIS_MEMORY_LIMIT or the server's maxmemory (0: none).
+    limit: int
+    #: URL records in its shards, and the bytes its shards hold whatever the crawl's size (Bloom
+    #: filters, in-link sketches).
+    records: int
+    fixed: int
+
+    @property
+    def share(self) -> float:
+        return self.used / self.limit if self.limit else 0.0
+
+    def seconds_to_limit(self, rate: float, records: int) -> float | None:
+        """Seconds until this server reaches its limit at ``rate`` pages per second over the whole
+        crawl (of ``records`` so far), if its shards keep their share of the pages and their bytes
+        per page (fixed costs apart); None without a limit, a rate or pages."""
+        growing = self.used - self.fixed
+        if not self.limit or rate <= 0 or not records or growing <= 0:
+            return None
+        return max(0.0, (self.limit - self.used) / (growing / records * rate))
+
+    def as_dict(self, rate: float, records: int) -> dict[str, object]:
+        seconds = self.seconds_to_limit(rate, records)
+        return {"server": self.server, "used": self.used, "limit": self.limit or None,
+                "share": round(self.share, 4) if self.limit else None, "records": self.records,
+                "bytes_per_page": round((self.used - self.fixed) / self.records, 1) if self.records else None,
+                "hours_to_limit": round(seconds / 3600, 2) if seconds is not None else None}
+
+
+@dataclass(frozen=True)
 class FrontierFigures:
     """The shared frontier, summed over its shards."""
 
@@ -95,6 +129,12 @@ class FrontierFigures:
     memory_used: int = 0
     memory_limit: int = 0
     memory_share: float = 0.0
+    #: Each server's figures (one for a single Redis; one per primary of a cluster).
+    servers: tuple[ServerFigures, ...] = ()
+    #: When they were read (Unix time), and URL records added per second since the look before
+    #: (every worker's: the rate the crawl's memory grows with; 0 on a first look).
+    read_at: float = 0.0
+    growth: float = 0.0
 
     @property
     def awake_hosts(self) -> int:
@@ -105,13 +145,23 @@ class FrontierFigures:
         """Redis bytes per URL record: all of the crawl's state (fixed costs included) over its pages."""
         return self.memory_used / self.records if self.records else 0.0
 
+    def hours_to_limit(self, rate: float | None = None) -> float | None:
+        """Hours until the first server reaches its limit at ``rate`` new URL records per second (default:
+        the growth seen since the look before); None when it cannot be told (no limit, no growth)."""
+        rate = self.growth if rate is None else rate
+        times = [t for t in (server.seconds_to_limit(rate, self.records) for server in self.servers) if t is not None]
+        return min(times) / 3600 if times else None
+
     def memory_text(self) -> str:
-        """``Redis 512.0 MiB of 12.0 GiB (4%), 2,345 B/page``."""
+        """``Redis 512.0 MiB of 12.0 GiB (4%), 2,345 B/page, 31.5 h to the limit at this rate``."""
         text = f"Redis {_size(self.memory_used)}"
         if self.memory_limit:
             text += f" of {_size(self.memory_limit)} ({self.memory_share:.0%})"
         if self.records:
             text += f", {self.bytes_per_record:,.0f} B/page"
+        hours = self.hours_to_limit()
+        if hours is not None:
+            text += f", {hours:,.1f} h to the limit at this rate"
         return text
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from crawler.frontier.config import MAX_LEVELS
 from crawler.frontier.shards import ShardRouter
 from crawler.frontier.store import read_counts
-from crawler.ops.figures import FrontierFigures
+from crawler.ops.figures import FrontierFigures, ServerFigures
 from crawler.redisconn.memory import server_memory, servers_of
 from crawler.redisconn.resp import text
 
@@ -23,24 +23,35 @@ if TYPE_CHECKING:
     from crawler.redisconn.link import AnyRedis
 
 
-async def frontier_figures(client: AnyRedis, router: ShardRouter, memory_limit: int = 0) -> FrontierFigures:
+async def frontier_figures(client: AnyRedis, router: ShardRouter, memory_limit: int = 0,
+                           before: FrontierFigures | None = None) -> FrontierFigures:
     """Queued, leased, active, ready, sleeping and parked hosts, seen, due and dead URLs, records, summed
     over shards; the memory of the servers holding them (``memory_limit``: REDIS_MEMORY_LIMIT, bytes,
-    0: each server's maxmemory)."""
+    0: each server's maxmemory); with ``before`` (the previous look), the records' growth since."""
+    read_at = time.time()
     shards = [await read_counts(client, keys) for keys in router.keys]
+    meta = await client.hmget(router.crawl_keys.crawl_key("meta"), ["bloom_bits", "inlink_cells"])
+    per_shard = int(meta[0] or 0) // 8 + int(meta[1] or 0)
     used = limit = 0
     share = 0.0
+    servers = []
     for indexes in (await servers_of(client, [keys.leases for keys in router.keys])).values():
         memory = await server_memory(client, router.keys[indexes[0]].leases)
         server_limit = memory.limit(memory_limit)
         used, limit = used + memory.used, limit + server_limit
         if server_limit:
             share = max(share, memory.used / server_limit)
+        servers.append(ServerFigures(memory.server, memory.used, server_limit,
+                                     sum(shards[i].records for i in indexes), per_shard * len(indexes)))
+    records = sum(c.records for c in shards)
     return FrontierFigures(
-        records=sum(c.records for c in shards),
+        records=records,
         memory_used=used,
         memory_limit=limit,
         memory_share=share,
+        servers=tuple(servers),
+        read_at=read_at,
+        growth=_growth(records, read_at, before),
         queued=sum(c.queued for c in shards),
         leased=sum(c.leased for c in shards),
         active_hosts=sum(c.active_hosts for c in shards),
@@ -51,6 +62,12 @@ async def frontier_figures(client: AnyRedis, router: ShardRouter, memory_limit: 
         parked=sum(c.parked for c in shards),
         dead_letters=sum(c.dead_letters for c in shards),
     )
+
+
+def _growth(records: int, read_at: float, before: FrontierFigures | None) -> float:
+    if before is None or not before.read_at or read_at <= before.read_at:
+        return 0.0
+    return max(0.0, (records - before.records) / (read_at - before.read_at))
 
 
 @dataclass(frozen=True)

@@ -326,6 +326,23 @@ class RobotsRules:
             return False
         return bool(self._parser.can_fetch(url, self.user_agent_token))
 
+    def deciding_rule(self, url: str) -> str | None:
+        """The line of our group that decides ``url`` (``"disallow: /private/"``), or None when no
+        rule matches (allowed). For an operator's question, not the fetch path: one parse per rule."""
+        if self.record.state is not RobotsState.RULES:
+            return None
+        best: tuple[int, bool, str] | None = None
+        for line in prepare_robots(self.record.body, self.user_agent_token).splitlines():
+            key, _, pattern = line.partition(": ")
+            if key not in ("allow", "disallow") or not pattern:
+                continue
+            if Protego.parse(f"user-agent: *\ndisallow: {pattern}").can_fetch(url, "*"):
+                continue  # the pattern does not match
+            candidate = (len(pattern), key == "allow", line)
+            if best is None or candidate[:2] > best[:2]:
+                best = candidate
+        return best[2] if best else None
+
     def crawl_delay(self, cap: float) -> tuple[float | None, bool]:
         """(delay in seconds or None, whether it was capped)."""
         if self._parser is None:

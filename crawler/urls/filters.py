@@ -134,6 +134,7 @@ class FilterConfig:
 class Dropped(Exception):
     def __init__(self, reason: DropReason, detail: str = "") -> None:
         self.reason = reason
+        self.detail = detail
         super().__init__(f"{reason}: {detail}")
 
 

@@ -134,23 +134,7 @@ class Uploader:
         return left
 
     def _client(self) -> Any:
-        import boto3
-        from botocore.config import Config
-
-        session = boto3.session.Session(
-            aws_access_key_id=self.config.access_key,
-            aws_secret_access_key=self.config.secret_key,
-            aws_session_token=self.config.session_token,
-            region_name=self.config.region,
-        )
-        return session.client(
-            "s3", endpoint_url=self.config.endpoint_url,
-            config=Config(
-                retries={"max_attempts": 2, "mode": "standard"},
-                connect_timeout=min(10.0, self.config.timeout),
-                read_timeout=self.config.timeout,
-            ),
-        )
+        return s3_client(self.config)
 
     def _run(self) -> None:
         client = None
@@ -202,3 +186,24 @@ def spooled_files(spool: Path) -> list[ClosedFile]:
     for warc in sorted(spool.glob("*.warc.gz")):
         found.append(ClosedFile(warc, warc.with_name(warc.name.removesuffix(".warc.gz") + ".cdxj")))
     return found
+
+
+def s3_client(config: WarcStoreConfig) -> Any:
+    """A boto3 S3 client for the store's endpoint, region and credentials (boto3's chain otherwise)."""
+    import boto3
+    from botocore.config import Config
+
+    session = boto3.session.Session(
+        aws_access_key_id=config.access_key,
+        aws_secret_access_key=config.secret_key,
+        aws_session_token=config.session_token,
+        region_name=config.region,
+    )
+    return session.client(
+        "s3", endpoint_url=config.endpoint_url,
+        config=Config(
+            retries={"max_attempts": 2, "mode": "standard"},
+            connect_timeout=min(10.0, config.timeout),
+            read_timeout=config.timeout,
+        ),
+    )
