@@ -355,7 +355,8 @@ WEB_LINK_CACHE_SIZE = 200_000
 
 # --- Operations (crawler/extensions) ------------------------------------------------
 # A progress line every 30 s (0: none), and the crawl's shared totals and
-# timeline in Redis; the crawl report at the end (crawl-data/<crawl id>/report.html).
+# timeline in Redis (also sampled 1, 2, 4... s after the start); the crawl
+# report at the end (crawl-data/<crawl id>/report.html).
 PROGRESS_INTERVAL = 30.0
 REPORT_ENABLED = True
 REPORT_PATH = None

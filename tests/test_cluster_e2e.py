@@ -7,6 +7,7 @@ request per host at a time, no gap shorter than the politeness delay.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from tests.conftest import (
     url_record,
 )
 from tests.test_crawl_e2e import fetched_pages
+from tests.test_ops import frontier_command
 
 SPEC = WebSpec(hosts=40, sizes="uniform:8", fanout=3, nav=2, cross=2, latency_ms=(10, 30))
 SEEDS = range(0, 40, 2)
@@ -80,6 +82,22 @@ def test_two_workers_on_a_redis_cluster(
         record = url_record(cluster, crawl_id, url, 6)
         assert record is not None and record.host == host_ip(host), url
     cluster.close()
+    # The operator's commands on a cluster: memory per primary, a URL and a host found on their shard.
+    settings = {"REDIS_CLUSTER_NODES": redis_cluster.nodes, "FRONTIER_CRAWL_ID": crawl_id, "FRONTIER_SHARDS": 6,
+                "CRAWL_DATA_DIR": tmp_path / "data"}
+    stats = json.loads(frontier_command("stats", "--json", settings=settings).stdout)
+    servers = stats["memory"]["servers"]
+    assert sorted(int(server["server"].rsplit(":", 1)[1]) for server in servers) == sorted(redis_cluster.ports)
+    assert all(server["used"] > 0 and server["records"] > 0 for server in servers), servers
+    assert sum(server["records"] for server in servers) == stats["url_records"]
+    assert stats["memory"]["used"] == sum(server["used"] for server in servers)
+    text = frontier_command("stats", settings=settings).stdout
+    assert sum(f"127.0.0.1:{port}" in text for port in redis_cluster.ports) == 3, text
+    url = web.url(host, pages[0])
+    answer = json.loads(frontier_command("url", url, "--json", settings=settings).stdout)
+    assert answer["status"] == "fetched" and answer["shard"] == router.shard_of(answer["host"])
+    assert answer["seen"]["member"] is True and answer["last_fetch"]["status"] == 200
+    assert json.loads(frontier_command("host", url, "--json", settings=settings).stdout)["pages"] >= len(pages)
 
 
 def test_sharded_frontier_on_one_redis(

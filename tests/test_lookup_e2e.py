@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -135,6 +136,22 @@ def test_urls_never_seen(crawled: dict[str, Any]) -> None:
     assert "not in the frontier; robots.txt of its host would allow it" in text
 
 
+def test_a_trap_is_refused_by_its_defence(crawled: dict[str, Any]) -> None:
+    url = crawled["web"].url(0).rstrip("/") + "/a/b/a/b/a/b/a/b/a/b/a/b/"
+    answer = ask("url", url, settings=crawled["settings"])
+    assert answer["status"] == "refused" and answer["refused_by"]["rule"] == "repeated_segments", answer
+
+
+def test_a_new_url_refused_by_memory(crawled: dict[str, Any], redis_server: RedisServer) -> None:
+    """With a limit just above what Redis holds, the admission the workers apply refuses any new URL."""
+    used = int(redis.Redis.from_url(redis_server.url).info("memory")["used_memory"])
+    settings = {**crawled["settings"], "REDIS_MEMORY_LIMIT": int(used * 1.01)}
+    answer = ask("url", crawled["web"].url(0).rstrip("/") + "/never/linked", settings=settings)
+    assert answer["status"] == "refused" and answer["refused_by"]["rule"] == "memory", answer
+    assert "of the limit" in answer["refused_by"]["detail"]
+    assert ask("url", crawled["web"].url(0), settings=settings)["status"] == "fetched"
+
+
 def test_a_queued_url(crawled: dict[str, Any]) -> None:
     answer = ask("url", crawled["web"].url(2), settings=crawled["settings"])
     assert answer["status"] == "queued"
@@ -183,6 +200,23 @@ def test_every_subcommand_prints_one_json_document(crawled: dict[str, Any], args
         assert document["pages"] > 0 and document["status_codes"]["200"] > 0
     if args[0] == "reset":
         assert document["deleted"] == 0 and document["keys"] > 0  # no --yes: nothing deleted
+
+
+def test_the_report_answers_for_the_hosts_to_look_at(crawled: dict[str, Any], tmp_path: Path) -> None:
+    """Host 0 (a 404 and a dead letter) is listed for its errors with its state; the crawl, seconds long
+    with the default PROGRESS_INTERVAL (30 s), still has a timeline to chart."""
+    out = tmp_path / "report.html"
+    assert frontier_command("report", "--out", str(out), settings=crawled["settings"]).returncode == 0
+    html = out.read_text()
+    section = html[html.index("Hosts to look at"):]
+    host = crawled["web"].url(0).split("/")[2]
+    assert host in section and "errors</td>" in section and "idle: " in section
+    assert "TimeoutError" in section or "Timeout" in section
+    client = redis.Redis.from_url(crawled["settings"]["REDIS_URL"])
+    assert client.llen(f"frontier:{{{CRAWL}}}:timeline") >= 3
+    pages_chart = html[html.index('aria-label="Pages per second"'):].split("</svg>", 1)[0]
+    points = re.search(r'<polyline[^>]* points="([^"]+)"', pages_chart)
+    assert points is not None and len(points.group(1).split()) >= 2, pages_chart[:500]
 
 
 def test_a_mistake_is_json_too(crawled: dict[str, Any]) -> None:

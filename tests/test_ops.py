@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from crawler.extensions.metrics import CrawlCollector
+from crawler.extensions.progress import ticks
 from crawler.frontier.keys import FrontierKeys
 from crawler.ops.figures import FrontierFigures, Progress, delta, latency_buckets, progress_line, totals_from_stats
 from crawler.ops.timeline import Sample
@@ -122,6 +124,32 @@ def test_report_is_self_contained_and_escapes_names() -> None:
     assert "c&lt;1&gt;" in html and "c<1>" not in html
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html), "no external resource"
     assert "<script" not in html
+
+
+def test_a_report_lists_the_hosts_to_look_at_with_their_answers() -> None:
+    answer = {"host": "a<b>.example", "status": "sleeping", "why": "backing off after 3 429/503 answers",
+              "politeness": {"delay_reason": "backoff: 3 429/503 answers in a row"},
+              "robots": {"state": "unreachable", "status": 503, "error": "http_503"},
+              "queued": {"total": 41}, "pages": 1204, "errors": 37,
+              "dead_letters": [{"error": "TimeoutError", "message": "took longer than 1.5 s"}]}
+    data = ReportData("c1", 2000.0, {}, [], FrontierFigures(), [], [("37 errors, 41 queued", answer)])
+    html = render(data)
+    assert "Hosts to look at" in html and "a&lt;b&gt;.example" in html and "a<b>" not in html
+    for text in ("37 errors, 41 queued", "sleeping: backing off", "unreachable, HTTP 503: http_503",
+                 "TimeoutError took longer than 1.5 s", "1,204"):
+        assert text in html, text
+    assert "No host with errors or a queue." in render(ReportData("c1", 2000.0, {}, [], FrontierFigures(), []))
+
+
+def test_the_timeline_has_samples_from_the_first_seconds() -> None:
+    schedule = list(itertools.islice(ticks(30.0), 8))
+    assert schedule == [(1, False), (2, False), (4, False), (8, False), (16, False), (30, True), (60, True),
+                        (90, True)]
+    assert list(itertools.islice(ticks(1.0), 3)) == [(1, True), (2, True), (3, True)]
+    # A 30 s crawl's samples (1, 2, 4, 8, 16, 30 s and the final one) give a chart of several points.
+    samples = [Sample(1000.0 + t, "w1", 10, 0, 0, 50, 2, 3, 1) for t in (1, 2, 4, 8, 16, 30, 31)]
+    series = bucket(samples)
+    assert len(series.minutes) >= 4 and all(rate > 0 for rate in series.pages_per_second)
 
 
 # -- end to end ---------------------------------------------------------------------

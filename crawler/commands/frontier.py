@@ -69,7 +69,7 @@ from crawler.requestmeta import RETRY_META, THROTTLED_META
 from crawler.secrets import install as install_redaction
 from crawler.secrets import redact
 from crawler.seeds import load_seeds
-from crawler.settings_parsing import setting
+from crawler.settings_parsing import get_int, setting
 from crawler.urls.filters import FilterConfig, UrlFilter
 
 if TYPE_CHECKING:
@@ -109,7 +109,8 @@ class Command(ScrapyCommand):
         return f"{{{'|'.join(SUBCOMMANDS)}}} [options]"
 
     def short_desc(self) -> str:
-        return "Inspect or act on a crawl's frontier (stats, url, host, seed, hosts, dead-letters, drain, reset, report, render)"
+        return ("Inspect or act on a crawl's frontier (stats, url, host, seed, hosts, dead-letters, drain, reset, "
+                "report, render)")
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
@@ -397,7 +398,8 @@ class Command(ScrapyCommand):
         from crawler.report.render import write_report
 
         path = Path(opts.out or f"report-{router.crawl_id}.html")
-        await write_report(Timeline(client, router.crawl_id), client, router, router.crawl_id, path)
+        await write_report(Timeline(client, router.crawl_id), client, router, router.crawl_id, path,
+                           self._lookup(router, config))
         return Output({"path": str(path)}, [f"wrote {path}"])
 
     async def _render(self, client: AnyRedis, router: ShardRouter, config: FrontierConfig, args: list[str],
@@ -432,7 +434,8 @@ class Command(ScrapyCommand):
         assert self.settings is not None
         jobdir = self.settings.get("JOBDIR")
         job = Path(jobdir) if jobdir else Path(setting(self.settings, "CRAWL_DATA_DIR")) / router.crawl_id
-        return Lookup(self.settings, router, config, job)
+        return Lookup(self.settings, router, config, job, self.provider.config.memory_limit,
+                      get_int(self.settings, "FRONTIER_PAGE_BYTES", minimum=1))
 
     async def _url(self, client: AnyRedis, router: ShardRouter, config: FrontierConfig, args: list[str],
                    opts: argparse.Namespace) -> Output:

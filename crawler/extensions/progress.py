@@ -9,6 +9,9 @@ Every interval (30 s by default; 0 turns it off) each worker:
   Redis and appends a sample to the crawl's timeline
   (:mod:`crawler.ops.timeline`), which the crawl report plots.
 
+In the first interval it also reports (without a log line) 1, 2, 4, 8...
+seconds after the start, so that a crawl of seconds has points to chart.
+
 At the end of the crawl it reports once more and, with ``REPORT_ENABLED``
 (on by default), writes the crawl report (``REPORT_PATH``, default
 ``crawl-data/<crawl id>/report.html``). The work is a few Redis commands per
@@ -19,10 +22,12 @@ warning, never the crawl.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +35,7 @@ from redis.exceptions import RedisError
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
+from crawler.frontier.config import FrontierConfig
 from crawler.frontier.shards import ShardRouter
 from crawler.ops.figures import FrontierFigures, Progress, delta, progress_line, totals_from_stats
 from crawler.ops.timeline import Sample, Timeline
@@ -43,6 +49,17 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
+
+
+def ticks(interval: float) -> Iterator[tuple[float, bool]]:
+    """When to report, in seconds from the start, and whether to log the line then: 1, 2, 4... s
+    while under ``interval`` (the timeline only), then every ``interval`` (logged)."""
+    early = 1.0
+    while early < interval:
+        yield early, False
+        early *= 2
+    for n in itertools.count(1):
+        yield n * interval, True
 
 
 class ProgressReporter:
@@ -86,22 +103,27 @@ class ProgressReporter:
             self._task.cancel()
         await self.tick(final=True)
         if self.report_path is not None and self.timeline is not None:
+            from crawler.ops.lookup import Lookup
             from crawler.report.render import write_report
 
+            settings = self.crawler.settings
+            lookup = Lookup(settings, self.router, FrontierConfig.for_crawler(self.crawler),
+                            Path(setting(settings, "CRAWL_DATA_DIR")) / self.crawl_id,
+                            self.provider.config.memory_limit)
             try:
                 await write_report(self.timeline, await self.provider.client(), self.router, self.crawl_id,
-                                   self.report_path)
+                                   self.report_path, lookup)
                 logger.info("Crawl report: %s", self.report_path)
             except (RedisError, OSError) as exc:
                 logger.warning("Crawl report not written (%s)", exc)
 
     async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            await self.tick()
+        for due, logged in ticks(self.interval):
+            await asyncio.sleep(max(0.0, self.started + due - time.monotonic()))
+            await self.tick(log=logged)
 
-    async def tick(self, final: bool = False) -> None:
-        """Log the progress line and report to the crawl's shared record."""
+    async def tick(self, final: bool = False, log: bool = True) -> None:
+        """Log the progress line (unless ``log`` is false) and report to the crawl's shared record."""
         stats = self.crawler.stats
         assert stats is not None
         now = time.monotonic()
@@ -118,7 +140,8 @@ class ProgressReporter:
             self.frontier = None
         admission = stats.get_value("redis/admission") or ""
         progress = Progress(totals, changed, now - self._last, now - self.started, self.frontier, str(admission))
-        logger.info("%s%s", "Final " if final else "", progress_line(progress))
+        if log or final:
+            logger.info("%s%s", "Final " if final else "", progress_line(progress))
         self._last = now
         if self.timeline is None:
             return

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from scrapy.settings import BaseSettings
 
 from crawler.exceptions import ConfigurationError
+from crawler.percrawler import PerCrawler
 from crawler.policy.politeness import PolitenessKey
 from crawler.settings_parsing import get_bool, get_float, get_int, get_int_list
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
 
 #: The robots.txt middleware, which fetches what a robots.txt lease asks for.
 ROBOTS_MIDDLEWARE = "crawler.middlewares.robots.RobotsTxtMiddleware"
@@ -84,6 +89,11 @@ class FrontierConfig:
         return len(self.queue_weights)
 
     @classmethod
+    def for_crawler(cls, crawler: Crawler) -> FrontierConfig:
+        """The crawl's configuration as its settings give it, parsed once per crawler."""
+        return _configs(crawler)
+
+    @classmethod
     def from_settings(cls, settings: BaseSettings, spider_name: str) -> FrontierConfig:
         crawl_id = str(settings.get("FRONTIER_CRAWL_ID") or spider_name)
         if not _CRAWL_ID.match(crawl_id):
@@ -126,3 +136,12 @@ class FrontierConfig:
             reset_on_start=get_bool(settings, "FRONTIER_RESET_ON_START"),
             local_requests=get_int(settings, "FRONTIER_LOCAL_REQUESTS", minimum=0),
         )
+
+
+def _config_of(crawler: Crawler) -> FrontierConfig:
+    from crawler.redisconn.provider import crawl_id_for
+
+    return FrontierConfig.from_settings(crawler.settings, crawl_id_for(crawler))
+
+
+_configs: PerCrawler[FrontierConfig] = PerCrawler(_config_of)

@@ -7,13 +7,15 @@ to :meth:`crawler.frontier.store.RedisFrontier.step` (together, a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from crawler.frontier.compact import LinearHash
 from crawler.frontier.outcome import HostSignal, LeaseAction
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from crawler.frontier.keys import FrontierKeys
     from crawler.redisconn.link import AnyRedis
 
@@ -178,12 +180,14 @@ class Step:
 
 @dataclass(frozen=True)
 class FrontierCounts:
-    queued: int
-    leased: int
-    active_hosts: int
-    ready_hosts: int
-    seen: int
-    front: tuple[int, ...] = field(default=())
+    """A frontier's counts: one shard's (:func:`read_counts`), or a crawl's summed over its shards."""
+
+    #: URLs queued, URLs leased, hosts holding a back queue, hosts in the ready heap, URLs ever enqueued.
+    queued: int = 0
+    leased: int = 0
+    active_hosts: int = 0
+    ready_hosts: int = 0
+    seen: int = 0
     #: Revisits in the due set.
     due: int = 0
     #: Hosts that own a back queue but sleep (wait beyond the sleep horizon), and parked ones among them.
@@ -193,10 +197,17 @@ class FrontierCounts:
     dead_letters: int = 0
     #: URL records (one per URL fetched or dead-lettered).
     records: int = 0
+    #: The length of each front queue (one shard's, when asked for).
+    front: tuple[int, ...] = field(default=())
 
     @property
     def awake_hosts(self) -> int:
         return self.active_hosts - self.sleeping
+
+    @classmethod
+    def summed(cls, shards: Sequence[FrontierCounts]) -> dict[str, Any]:
+        """Each count summed over ``shards`` (front queue lengths apart), as keyword arguments."""
+        return {f.name: sum(getattr(shard, f.name) for shard in shards) for f in fields(cls) if f.name != "front"}
 
 
 async def read_counts(client: AnyRedis, keys: FrontierKeys, levels: int = 0) -> FrontierCounts:

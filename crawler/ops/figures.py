@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from crawler.frontier.steps import FrontierCounts
 from crawler.middlewares.stats import LATENCY_BOUNDS
 
 STATUS_PREFIX = "downloader/response_status_count/"
@@ -108,22 +109,9 @@ class ServerFigures:
 
 
 @dataclass(frozen=True)
-class FrontierFigures:
-    """The shared frontier, summed over its shards."""
+class FrontierFigures(FrontierCounts):
+    """The shared frontier: its counts summed over its shards, and the memory of the Redis holding it."""
 
-    queued: int = 0
-    leased: int = 0
-    active_hosts: int = 0
-    ready_hosts: int = 0
-    seen: int = 0
-    due: int = 0
-    #: Hosts that own a back queue but sleep (waiting beyond the sleep horizon), parked ones among them.
-    sleeping: int = 0
-    parked: int = 0
-    #: URLs in the dead-letter queue.
-    dead_letters: int = 0
-    #: URL records: URLs fetched (or given up on) so far, the whole crawl.
-    records: int = 0
     #: Redis memory of the servers holding the crawl (summed over a cluster's primaries), their limits
     #: (0: none), and the fullest server's share of its limit.
     memory_used: int = 0
@@ -135,10 +123,6 @@ class FrontierFigures:
     #: (every worker's: the rate the crawl's memory grows with; 0 on a first look).
     read_at: float = 0.0
     growth: float = 0.0
-
-    @property
-    def awake_hosts(self) -> int:
-        return self.active_hosts - self.sleeping
 
     @property
     def bytes_per_record(self) -> float:

@@ -36,6 +36,8 @@ from crawler.frontier.seen import SeenConfig
 from crawler.metadata.record import UrlRecord, UrlState
 from crawler.metadata.store import UrlMetadataStore
 from crawler.policy.clock import CrawlClock
+from crawler.policy.memory import ADMIT_ALL, Admission, MemoryPolicy
+from crawler.redisconn.memory import server_memory, servers_of
 from crawler.redisconn.resp import text
 from crawler.robots.policy import (
     RobotsConfig,
@@ -100,6 +102,9 @@ class Lookup:
     router: ShardRouter
     config: FrontierConfig
     job_dir: Path
+    #: ``REDIS_MEMORY_LIMIT`` (bytes, 0: the server's maxmemory) and ``FRONTIER_PAGE_BYTES``: the memory admission.
+    memory_limit: int = 0
+    page_bytes: int = 300
     scan_limit: int = SCAN_LIMIT
 
     @property
@@ -280,14 +285,31 @@ async def _in_dead_letters(client: AnyRedis, lookup: Lookup, keys: FrontierKeys,
 
 
 async def _admission_refusal(client: AnyRedis, lookup: Lookup, keys: FrontierKeys, host: str) -> dict[str, str] | None:
-    """A budget that refuses new URLs of ``host`` now, if any."""
+    """A budget, or the memory admission, that refuses new URLs of ``host`` now, if any."""
     config = lookup.config
-    if config.host_page_budget:
-        pages = int(await client.hget(keys.host_pages, host) or 0)
-        if pages >= config.host_page_budget:
-            return {"rule": "host_budget", "detail": f"{pages:,} URLs of {host} admitted, HOST_PAGE_BUDGET is "
-                                                     f"{config.host_page_budget:,}"}
+    pages = int(await client.hget(keys.host_pages, host) or 0)
+    if config.host_page_budget and pages >= config.host_page_budget:
+        return {"rule": "host_budget", "detail": f"{pages:,} URLs of {host} admitted, HOST_PAGE_BUDGET is "
+                                                 f"{config.host_page_budget:,}"}
+    admission = await _memory_admission(client, lookup, keys)
+    if admission.level < 0 or (not admission.new_hosts and pages == 0):
+        return {"rule": "memory", "detail": admission.reason}
+    if admission.reason:
+        return {"rule": "memory", "detail": f"{admission.reason} (a new URL of a lower level is refused)"}
     return None
+
+
+async def _memory_admission(client: AnyRedis, lookup: Lookup, keys: FrontierKeys) -> Admission:
+    """What the server holding ``keys``' shard admits now (the policy the workers apply, from the same figures)."""
+    memory = await server_memory(client, keys.leases)
+    limit = memory.limit(lookup.memory_limit)
+    if not limit:
+        return ADMIT_ALL
+    router = lookup.router
+    by_server = await servers_of(client, [shard_keys.leases for shard_keys in router.keys])
+    shards = next((group for group in by_server.values() if keys.shard in group), [keys.shard])
+    queued = sum([int(await client.get(router.keys[shard].queued) or 0) for shard in shards])
+    return MemoryPolicy(limit, lookup.config.levels, lookup.page_bytes).admission(memory.used, queued)
 
 
 async def _fetch_of(client: AnyRedis, lookup: Lookup, keys: FrontierKeys, record: UrlRecord) -> dict[str, Any]:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import heapq
 import time
 from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from crawler.frontier.config import MAX_LEVELS
 from crawler.frontier.shards import ShardRouter
-from crawler.frontier.store import read_counts
+from crawler.frontier.store import FrontierCounts, read_counts
 from crawler.ops.figures import FrontierFigures, ServerFigures
 from crawler.redisconn.memory import server_memory, servers_of
 from crawler.redisconn.resp import text
@@ -43,24 +44,10 @@ async def frontier_figures(client: AnyRedis, router: ShardRouter, memory_limit: 
             share = max(share, memory.used / server_limit)
         servers.append(ServerFigures(memory.server, memory.used, server_limit,
                                      sum(shards[i].records for i in indexes), per_shard * len(indexes)))
-    records = sum(c.records for c in shards)
+    counts = FrontierCounts.summed(shards)
     return FrontierFigures(
-        records=records,
-        memory_used=used,
-        memory_limit=limit,
-        memory_share=share,
-        servers=tuple(servers),
-        read_at=read_at,
-        growth=_growth(records, read_at, before),
-        queued=sum(c.queued for c in shards),
-        leased=sum(c.leased for c in shards),
-        active_hosts=sum(c.active_hosts for c in shards),
-        ready_hosts=sum(c.ready_hosts for c in shards),
-        seen=sum(c.seen for c in shards),
-        due=sum(c.due for c in shards),
-        sleeping=sum(c.sleeping for c in shards),
-        parked=sum(c.parked for c in shards),
-        dead_letters=sum(c.dead_letters for c in shards),
+        **counts, memory_used=used, memory_limit=limit, memory_share=share, servers=tuple(servers),
+        read_at=read_at, growth=_growth(counts["records"], read_at, before),
     )
 
 
@@ -89,13 +76,21 @@ class HostRow:
         return self.near_duplicates / self.pages if self.pages else 0.0
 
 
-async def top_hosts(client: AnyRedis, router: ShardRouter, count: int) -> list[HostRow]:
-    """The ``count`` hosts with the most pages fetched, with their queue, timing and quality.
+class HostOrder(Enum):
+    """What :func:`top_hosts` ranks hosts by."""
+
+    PAGES = "pages"
+    ERRORS = "errors"
+
+
+async def top_hosts(client: AnyRedis, router: ShardRouter, count: int,
+                    order: HostOrder = HostOrder.PAGES) -> list[HostRow]:
+    """The ``count`` hosts with the most pages fetched (or errors), with their queue, timing and quality.
 
     Walks each shard's per-host counters (``hostq``) with HSCAN, keeping the
     top ``count`` in a heap (memory bounded by ``count``).
     """
-    best: list[tuple[int, str, int, int, int]] = []  # (pages, host, errors, near, shard)
+    best: list[tuple[int, int, str, int, int, int]] = []  # (rank, pages, host, errors, near, shard)
     for keys in router.keys:
         counters: dict[str, list[int]] = {}
         cursor = 0
@@ -110,13 +105,16 @@ async def top_hosts(client: AnyRedis, router: ShardRouter, count: int) -> list[H
             if cursor == 0:
                 break
         for host, (pages, errors, near) in counters.items():
-            row = (pages, host, errors, near, keys.shard)
+            rank = errors if order is HostOrder.ERRORS else pages
+            if order is HostOrder.ERRORS and not errors:
+                continue
+            row = (rank, pages, host, errors, near, keys.shard)
             if len(best) < count:
                 heapq.heappush(best, row)
             elif row > best[0]:
                 heapq.heapreplace(best, row)
     rows = []
-    for pages, host, errors, near, shard in sorted(best, reverse=True):
+    for _, pages, host, errors, near, shard in sorted(best, reverse=True):
         keys = router.keys[shard]
         pipe = client.pipeline(transaction=False)
         pipe.zscore(keys.ready, host)
@@ -141,3 +139,27 @@ def describe_next(next_allowed: float | None, now: float | None = None) -> str:
         return "-"
     wait = next_allowed - (now if now is not None else time.time())
     return "now" if wait <= 0 else f"in {wait:.1f} s"
+
+
+async def longest_queues(client: AnyRedis, router: ShardRouter, count: int) -> list[tuple[str, int]]:
+    """The ``count`` hosts with the most URLs in their back queues, and how many (the hosts that own a
+    back queue are read: a bounded set, at most the frontier's back queues per shard)."""
+    best: list[tuple[int, str]] = []
+    for keys in router.keys:
+        hosts = sorted(text(host) for host in await client.smembers(keys.active))
+        for start in range(0, len(hosts), 200):
+            chunk = hosts[start:start + 200]
+            pipe = client.pipeline(transaction=False)
+            for host in chunk:
+                for level in range(MAX_LEVELS):
+                    pipe.llen(keys.back(host, level))
+            lengths = [int(n) for n in await pipe.execute()]
+            for index, host in enumerate(chunk):
+                queued = sum(lengths[index * MAX_LEVELS:(index + 1) * MAX_LEVELS])
+                if not queued:
+                    continue
+                if len(best) < count:
+                    heapq.heappush(best, (queued, host))
+                elif (queued, host) > best[0]:
+                    heapq.heapreplace(best, (queued, host))
+    return [(host, queued) for queued, host in sorted(best, reverse=True)]

@@ -1,10 +1,13 @@
 """The crawl report: one self-contained HTML file (inline SVG, inline CSS, no script, no link).
 
 Plots: pages/s over time, frontier size over time, duplicate rate over time,
-status codes, fetch latency distribution, top hosts; and the key totals.
-Data: the crawl's shared totals and timeline (:mod:`crawler.ops.timeline`)
-and the frontier itself (:mod:`crawler.ops.view`), so the report covers
-every worker, whichever worker (or ``scrapy frontier report``) writes it.
+status codes, fetch latency distribution, top hosts; the key totals; and the
+hosts to look at (the most errors, the longest queues) with the answers of
+``scrapy frontier host`` (:mod:`crawler.ops.lookup`): their state and why,
+their delay and why, their robots.txt. Data: the crawl's shared totals and
+timeline (:mod:`crawler.ops.timeline`) and the frontier itself
+(:mod:`crawler.ops.view`), so the report covers every worker, whichever
+worker (or ``scrapy frontier report``) writes it.
 """
 
 from __future__ import annotations
@@ -13,15 +16,16 @@ import itertools
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from crawler.frontier.shards import ShardRouter
 from crawler.ops.figures import FrontierFigures, latency_buckets
+from crawler.ops.lookup import Lookup, host_answer
 from crawler.ops.timeline import Sample, Timeline
-from crawler.ops.view import HostRow, frontier_figures, top_hosts
+from crawler.ops.view import HostOrder, HostRow, frontier_figures, longest_queues, top_hosts
 from crawler.report.svg import bar_chart, line_chart
 
 if TYPE_CHECKING:
@@ -29,6 +33,8 @@ if TYPE_CHECKING:
 
 #: Points per time series, at most (samples are bucketed).
 MAX_POINTS = 120
+#: Hosts answered in full: this many with the most errors, and this many with the longest queues.
+WATCHED_HOSTS = 5
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,8 @@ class ReportData:
     samples: list[Sample]
     frontier: FrontierFigures
     hosts: list[HostRow]
+    #: ``scrapy frontier host`` answers of the hosts to look at, each with why it is listed.
+    watched: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -84,6 +92,28 @@ def bucket(samples: Sequence[Sample], max_points: int = MAX_POINTS) -> Series:
 def _table(rows: Sequence[tuple[str, str]]) -> str:
     body = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
     return f"<table>{body}</table>"
+
+
+def _watched_table(watched: Sequence[tuple[str, dict[str, Any]]]) -> str:
+    """The hosts to look at: state and why, delay and why, robots.txt, counts, the last dead letter."""
+    if not watched:
+        return "<p>No host with errors or a queue.</p>"
+    rows = []
+    for listed, answer in watched:
+        robots = answer.get("robots") or {}
+        robots_text = (f"{robots['state']}, HTTP {robots.get('status')}" + (f": {robots['error']}"
+                       if robots.get("error") else "")) if robots.get("state") else "not fetched yet"
+        letters = answer.get("dead_letters") or []
+        last = f"{letters[0]['error']} {letters[0]['message']}".strip() if letters else "-"
+        cells = [
+            answer["host"], listed, f"{answer['status']}: {answer['why']}",
+            answer["politeness"]["delay_reason"], robots_text, f"{answer['queued']['total']:,}",
+            f"{answer['pages']:,}", f"{answer['errors']:,}", last[:160],
+        ]
+        rows.append("<tr>" + "".join(f"<td>{escape(str(cell))}</td>" for cell in cells) + "</tr>")
+    head = "".join(f"<th>{name}</th>" for name in ("host", "listed for", "state", "delay", "robots.txt", "queued",
+                                                    "pages", "errors", "last dead letter"))
+    return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
 def render(data: ReportData) -> str:
@@ -150,22 +180,34 @@ th, td {{ text-align: left; padding: 3px 10px; border-bottom: 1px solid #eee; }}
 {sections}
 <section><h2>Top hosts</h2><table><tr><th>host</th><th>pages</th><th>queued</th><th>errors</th>
 <th>near duplicates</th><th>delay floor</th></tr>{host_rows}</table></section>
+<section><h2>Hosts to look at (the most errors, the longest queues)</h2>{_watched_table(data.watched)}</section>
 </body></html>
 """
 
 
 async def gather(timeline: Timeline, client: AnyRedis, router: ShardRouter, crawl_id: str,
-                 top: int = 20) -> ReportData:
+                 lookup: Lookup | None = None, top: int = 20) -> ReportData:
+    hosts = await top_hosts(client, router, top)
+    watched: list[tuple[str, dict[str, Any]]] = []
+    if lookup is not None:
+        listed: dict[str, list[str]] = {}
+        for row in await top_hosts(client, router, WATCHED_HOSTS, HostOrder.ERRORS):
+            listed.setdefault(row.host, []).append(f"{row.errors:,} errors")
+        for host, queued in await longest_queues(client, router, WATCHED_HOSTS):
+            listed.setdefault(host, []).append(f"{queued:,} queued")
+        for host, why in listed.items():
+            watched.append((", ".join(why), await host_answer(client, lookup, host)))
     return ReportData(
         crawl_id, time.time(), await timeline.totals(), await timeline.samples(),
-        await frontier_figures(client, router), await top_hosts(client, router, top),
+        await frontier_figures(client, router), hosts, watched,
     )
 
 
 async def write_report(timeline: Timeline, client: AnyRedis, router: ShardRouter, crawl_id: str,
-                       path: Path) -> Path:
-    """Gather the crawl's data from Redis and write the report to ``path`` (atomically)."""
-    html = render(await gather(timeline, client, router, crawl_id))
+                       path: Path, lookup: Lookup | None = None) -> Path:
+    """Gather the crawl's data from Redis and write the report to ``path`` (atomically); with ``lookup``,
+    the hosts to look at are answered in full."""
+    html = render(await gather(timeline, client, router, crawl_id, lookup))
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     partial.write_text(html, encoding="utf-8")
