@@ -16,10 +16,11 @@ from __future__ import annotations
 import inspect
 import logging
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
 
 from scrapy.exceptions import DropItem
 from scrapy.utils.misc import load_object
+
+from crawler.percrawler import PerCrawler
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -28,9 +29,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_archives: WeakKeyDictionary[Crawler, Archive] = WeakKeyDictionary()
-
-
 class Archive:
     def __init__(self, order: dict[type, int]) -> None:
         self._order = order
@@ -38,14 +36,7 @@ class Archive:
 
     @classmethod
     def for_crawler(cls, crawler: Crawler) -> Archive:
-        archive = _archives.get(crawler)
-        if archive is None:
-            order: dict[type, int] = {}
-            for path, number in crawler.settings.getwithbase("ITEM_PIPELINES").items():
-                if number is not None:
-                    order[load_object(path) if isinstance(path, str) else path] = int(number)
-            archive = _archives[crawler] = cls(order)
-        return archive
+        return _archives(crawler)
 
     def join(self, stage: Any) -> None:
         """A stage (an item pipeline with ``process_item``) joins, in its ``ITEM_PIPELINES`` order."""
@@ -62,3 +53,14 @@ class Archive:
                 logger.debug("Archive: %s dropped %s (%s)", type(stage).__name__, page.url, exc)
                 return None
         return page
+
+
+def _archive_of(crawler: Crawler) -> Archive:
+    order: dict[type, int] = {}
+    for path, number in crawler.settings.getwithbase("ITEM_PIPELINES").items():
+        if number is not None:
+            order[load_object(path) if isinstance(path, str) else path] = int(number)
+    return Archive(order)
+
+
+_archives: PerCrawler[Archive] = PerCrawler(_archive_of)

@@ -1,8 +1,27 @@
-"""Reading response headers kept as ``(name, value)`` pairs (:attr:`crawler.items.PageItem.headers`)."""
+"""Reading response headers: the media type of a ``Content-Type``, and headers kept as ``(name, value)``
+pairs (:attr:`crawler.items.PageItem.headers`)."""
 
 from __future__ import annotations
 
 from email.utils import parsedate_to_datetime
+
+#: The media types parsed as HTML (links, text, SimHash, rendering).
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+_HTML_TYPES_BYTES = tuple(kind.encode() for kind in HTML_TYPES)
+
+
+def media_type(content_type: bytes | None) -> str:
+    """``text/html`` from ``Text/HTML; charset=utf-8``; empty if absent."""
+    if not content_type:
+        return ""
+    return content_type.split(b";", 1)[0].strip().lower().decode("latin-1")
+
+
+def is_html(content_type: bytes | None) -> bool:
+    """Is a ``Content-Type`` header value one of :data:`HTML_TYPES` (any case, any parameters)?"""
+    if not content_type:
+        return False
+    return content_type.split(b";", 1)[0].strip().lower() in _HTML_TYPES_BYTES
 
 
 def header_value(headers: list[tuple[str, str]], name: str) -> str:

@@ -15,7 +15,7 @@ from scrapy.utils.test import get_crawler
 from crawler.downloader.dns import CachingGuardedResolver, DnsCacheConfig
 from crawler.downloader.netguard import AddressPolicy, BlockedAddressError, is_loopback_host, parse_ip
 from crawler.exceptions import ConfigurationError
-from crawler.middlewares.fetchlimits import media_type
+from crawler.httpheaders import media_type
 from crawler.policy.backoff import BackoffPolicy, parse_retry_after
 from crawler.robots.policy import (
     RobotsConfig,

@@ -411,6 +411,50 @@ def test_every_setting_read_has_one_default_and_the_project_settings_hold_them_a
     assert [name for name, _, comment in defaults.documented() if not comment] == []
 
 
+def test_no_setting_of_ours_has_a_default_outside_defaults_py() -> None:
+    """``settings.get("X", 5)`` or ``settings.get("X") or 5`` for one of our settings writes its default a
+    second time (and the two drift): read it with ``setting()`` / ``get_*()``, which take defaults.py's."""
+    import ast
+    from pathlib import Path
+
+    from crawler import defaults
+
+    ours = {name for name in dir(defaults) if name.isupper()}
+    getters = {"get", "getbool", "getint", "getfloat", "getlist", "getdict", "getwithbase"}
+
+    def reads_ours(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in getters
+                and bool(node.args) and isinstance(node.args[0], ast.Constant) and node.args[0].value in ours)
+
+    def a_value(node: ast.AST) -> bool:  # `or None` / `or ""` only say "unset"
+        return isinstance(node, ast.Constant) and node.value not in (None, "")
+
+    found = []
+    for path in sorted(Path(__file__).resolve().parent.parent.joinpath("crawler").rglob("*.py")):
+        if path.name == "defaults.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if reads_ours(node) and (len(node.args) > 1 or node.keywords):  # type: ignore[attr-defined]
+                found.append(f"{path.name}:{node.lineno}")  # type: ignore[attr-defined]
+            if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and reads_ours(node.values[0]) \
+                    and any(a_value(value) for value in node.values[1:]):
+                found.append(f"{path.name}:{node.lineno}")
+    assert found == []
+
+
+def test_module_docstrings_state_the_contract_in_at_most_30_lines() -> None:
+    """What a module promises fits on a screen; its history and its figures belong in docs/."""
+    import ast
+    from pathlib import Path
+
+    long = {}
+    for path in sorted(Path(__file__).resolve().parent.parent.joinpath("crawler").rglob("*.py")):
+        docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")), clean=False)
+        if docstring and len(docstring.splitlines()) > 30:
+            long[path.name] = len(docstring.splitlines())
+    assert long == {}
+
+
 def test_the_settings_reference_is_generated_from_the_defaults() -> None:
     from crawler import defaults
 

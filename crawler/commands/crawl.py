@@ -34,7 +34,7 @@ from crawler.redisconn.config import RedisConfig
 from crawler.redisconn.memory import ServerMemory
 from crawler.robots.policy import RobotsConfig
 from crawler.secrets import redact, redact_url
-from crawler.settings_parsing import get_int
+from crawler.settings_parsing import get_int, setting
 from crawler.urls import host_of
 from crawler.urls.filters import FilterConfig
 
@@ -49,7 +49,7 @@ def check_metrics_port(settings: BaseSettings) -> None:
     port = get_int(settings, "METRICS_PORT", minimum=0)
     if not port:
         return
-    host = str(settings.get("METRICS_HOST") or "127.0.0.1")
+    host = str(setting(settings, "METRICS_HOST"))
     if port > 65535:
         raise ConfigurationError("METRICS_PORT", f"not a TCP port: {port}")
     try:

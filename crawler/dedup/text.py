@@ -22,15 +22,11 @@ over all its visible text.
 Fingerprint (version :data:`SIMHASH_VERSION`): Charikar's SimHash over the
 features, each hashed to 64 bits with XXH3 (``xxhash``); bit *i* of the
 fingerprint is set when more than half of the features have bit *i* set.
-Computed by the C extension ``crawler.dedup._simhash`` (setup.py builds it
-where there is a C compiler and ``xxhash.h``): about 0.015 ms for a page of
-700 words, an ASCII text tokenized in the same call (:func:`text_simhash`:
-no Python string per word). Without it, :func:`simhash64_python` gives the same fingerprint
-(a test holds them equal) in about 0.2 ms, the per-bit counts taken a byte
-column at a time (``bytes.translate`` then ``count``); :data:`NATIVE` says
-which one runs and the crawl logs it at start. (Version 1, the ``simhash``
-package with MD5 per feature, took 0.9-1.4 ms.) The duplicate index keeps
-each version's fingerprints apart (its keys carry the version).
+Computed by the C extension ``crawler.dedup._simhash`` where setup.py could
+build it (:func:`text_simhash` tokenizes ASCII text in the same call), else by
+:func:`simhash64_python`, which gives the same fingerprint (a test holds them
+equal); :data:`NATIVE` says which one runs. The duplicate index keeps each
+version's fingerprints apart (its keys carry the version). Costs: docs/storage.md.
 """
 
 from __future__ import annotations

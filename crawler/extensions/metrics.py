@@ -40,7 +40,7 @@ from crawler.frontier.shards import ShardRouter
 from crawler.ops.figures import FrontierFigures, latency_buckets, totals_from_stats
 from crawler.ops.view import frontier_figures
 from crawler.redisconn.provider import RedisProvider, crawl_id_for
-from crawler.settings_parsing import get_float, get_int
+from crawler.settings_parsing import get_float, get_int, setting
 
 if TYPE_CHECKING:
     from typing import Self
@@ -172,7 +172,7 @@ class MetricsEndpoint:
             raise NotConfigured
         if port > 65535:
             raise ConfigurationError("METRICS_PORT", f"not a TCP port: {port}")
-        endpoint = cls(crawler, port, str(settings.get("METRICS_HOST") or "127.0.0.1"),
+        endpoint = cls(crawler, port, str(setting(settings, "METRICS_HOST")),
                        get_float(settings, "METRICS_REFRESH_INTERVAL", minimum=0.1))
         crawler.signals.connect(endpoint.engine_started, signal=signals.engine_started)
         crawler.signals.connect(endpoint.engine_stopped, signal=signals.engine_stopped)

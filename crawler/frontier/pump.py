@@ -31,9 +31,9 @@ from crawler.frontier.outcome import Handout, LeaseAction
 from crawler.frontier.pacing import NEVER_MS
 from crawler.frontier.stepstats import count_step
 from crawler.frontier.store import Completion, Step, StepResult
-from crawler.middlewares.robots import robots_lease_request
 from crawler.redisconn.outage import REDIS_DOWN
 from crawler.requestmeta import LEASE_META
+from crawler.robots.request import robots_lease_request
 
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector

@@ -19,42 +19,14 @@ fetch's duration (Scrapy's ``download_latency``) and the time the engine
 finished with the request, which is never earlier than the end of the fetch
 (:class:`LeaseCompleter`).
 
-Recrawl: when it has free slots the pump also drains the due set (revisits
-whose time has come, :mod:`crawler.frontier.due`) into the queues, in the
-same round trip, at the earliest due time it knows of and at least every
-``RECRAWL_DRAIN_INTERVAL`` seconds (another worker may have scheduled an
-earlier one). In batch mode (the default) the crawl ends when the frontier is
-empty and nothing is due now; revisits due later stay for the next run. In
-continuous mode (``RECRAWL_MODE = "continuous"`` or ``-a mode=continuous``)
-the scheduler always has pending work, so the spider never closes on its own,
-and the pump sleeps until the next revisit is due.
-
-Shards (:mod:`crawler.frontier.shards`): with ``FRONTIER_SHARDS`` > 1 (the
-default on a Redis Cluster) each shard is a frontier of its own and each
-cycle sends one step per shard that has something to say, all at once, each
-on its own connection (to the cluster node serving that shard). A shard is
-asked for URLs when its next host is due by what this worker last heard from
-it, when this worker just sent it new URLs, and at least every
-``FRONTIER_IDLE_POLL`` seconds (other workers' URLs); the free slots are
-shared among the shards asked, in turn. No shard is ever scanned: the cost
-per cycle depends on the shards with work, not on hosts or URLs.
-
-Draining (``scrapy frontier drain``): a flag in the crawl's metadata, looked
-at every ``FRONTIER_IDLE_POLL`` seconds. A draining worker claims nothing
-new, gives back what it claimed but has not started, finishes the requests in
-hand and closes (stat ``frontier/drained``), in batch and continuous mode.
-
-Priority: a request's front queue is its ``Request.priority`` plus the
-priority policy's score of the URL (:mod:`crawler.policy.priority`: depth,
-sitemap, host importance, host quality), computed once per host per batch of
-links.
+Recrawl, shards, draining and priority as the scheduler sees them:
+docs/frontier.md, "The scheduler's cycle".
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -85,7 +57,7 @@ from crawler.policy.hostquality import HostQualityCache
 from crawler.policy.politeness import PolitenessKey, PolitenessPolicy
 from crawler.policy.priority import PriorityPolicy
 from crawler.policy.recrawl import RecrawlMode
-from crawler.redisconn.provider import RedisProvider, crawl_id_for
+from crawler.redisconn.provider import RedisProvider
 from crawler.requestmeta import LEASE_META
 from crawler.scrapy_internals import engine_is_interactive, engine_slot
 from crawler.settings_parsing import get_float, get_int
@@ -179,8 +151,7 @@ class FrontierScheduler(BaseScheduler):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        spider_name = crawl_id_for(crawler)
-        config = FrontierConfig.from_settings(crawler.settings, spider_name)
+        config = FrontierConfig.for_crawler(crawler)
         assert crawler.stats is not None
         settings = crawler.settings
         router = ShardRouter.for_crawler(crawler)
@@ -246,7 +217,7 @@ class FrontierScheduler(BaseScheduler):
                         "process, not stored in the frontier", self.config.crawl_id)
         self.inhand.bind(LeaseCompleter(self.politeness, codec, self.stats))
         self.pump.start(frontiers, codec, self.keys.crawl_key("draining"))
-        FrontierContext.for_crawler(self.crawler).attach(self)
+        FrontierContext.for_crawler(self.crawler).attach(self.intake, self)
         logger.info(
             "Frontier %r open on %s: %d shard%s, min delay %.3g s, delay factor %.3g, %d priority levels %s, "
             "%d active hosts, lease %.0f s, %s mode; Redis memory limit %s, Bloom filter %.1f MiB per shard",
@@ -297,7 +268,7 @@ class FrontierScheduler(BaseScheduler):
 
     async def _close(self, reason: str) -> None:
         self.pump.closing = True
-        FrontierContext.for_crawler(self.crawler).detach(self)
+        FrontierContext.for_crawler(self.crawler).detach(self.intake)
         await self.pump.stop()
         if not self.pump.frontiers:
             return
@@ -358,24 +329,6 @@ class FrontierScheduler(BaseScheduler):
             # spider's errback is not called for it (as with Scrapy's RetryMiddleware).
             return True
         return self.intake.request(request)
-
-    def enqueue_urls(
-        self,
-        urls: Iterable[str],
-        *,
-        depth: int,
-        callback: str | None = None,
-        priority: int = 0,
-        meta: dict[str, Any] | None = None,
-        exact_seen: bool = False,
-    ) -> int:
-        """Queue plain GET requests for many URLs at once (:meth:`Intake.urls`); returns how many were sent.
-
-        The links are stored before the lease of the page that found them is acked.
-        """
-        return self.intake.urls(
-            urls, depth=depth, callback=callback, priority=priority, meta=meta, exact_seen=exact_seen
-        )
 
     def revisit_scheduled(self, due_ms: int) -> None:
         """A revisit was put in the due set by this process (the recrawl pipeline):

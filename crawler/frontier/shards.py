@@ -30,7 +30,6 @@ import zlib
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
 
 from scrapy.settings import BaseSettings
 
@@ -38,6 +37,7 @@ from crawler.exceptions import ConfigurationError
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.keys import LAYOUT_VERSION, FrontierKeys
 from crawler.frontier.seen import SeenConfig
+from crawler.percrawler import PerCrawler
 from crawler.redisconn.config import RedisConfig
 from crawler.settings_parsing import get_int, is_set
 from crawler.urls import NORMALIZATION_VERSION
@@ -48,8 +48,6 @@ if TYPE_CHECKING:
 
     from crawler.frontier.store import RedisFrontier
     from crawler.policy.backoff import BackoffPolicy
-
-_routers: WeakKeyDictionary[Crawler, ShardRouter] = WeakKeyDictionary()
 
 #: Shards on a cluster unless FRONTIER_SHARDS says otherwise.
 CLUSTER_DEFAULT_SHARDS = 16
@@ -84,12 +82,7 @@ class ShardRouter:
     @classmethod
     def for_crawler(cls, crawler: Crawler) -> ShardRouter:
         """The crawl's router, one per crawler (every component of a worker routes alike)."""
-        from crawler.redisconn.provider import crawl_id_for
-
-        router = _routers.get(crawler)
-        if router is None:
-            router = _routers[crawler] = cls.from_settings(crawler.settings, crawl_id_for(crawler))
-        return router
+        return _routers(crawler)
 
     def shard_of(self, host: str) -> int:
         if self.count == 1:
@@ -150,3 +143,12 @@ async def check_crawl_metadata(client: Any, router: ShardRouter) -> None:
             f"crawl {crawl_id!r} was started with URL normalization version {stored}, "
             f"this code uses {NORMALIZATION_VERSION}; start a new crawl id",
         )
+
+
+def _router_of(crawler: Crawler) -> ShardRouter:
+    from crawler.redisconn.provider import crawl_id_for
+
+    return ShardRouter.from_settings(crawler.settings, crawl_id_for(crawler))
+
+
+_routers: PerCrawler[ShardRouter] = PerCrawler(_router_of)

@@ -1,27 +1,10 @@
 """The frontier's mechanism: Mercator queues kept in Redis, changed only by Lua scripts.
 
-Layout of one shard (key names in :mod:`crawler.frontier.keys`):
-
-* front queues ``front:<level>``: lists of ``"<host> <id> <encoded request>"``
-  (or ``"<host> <id>"`` when the request is already in ``req``), one per
-  priority level; most queued URLs of a broad crawl wait here, and a list
-  entry costs a few bytes where a hash field costs about 60;
-* back queues ``q:<host>``: one sorted set per host (the ``active`` set); a
-  host gets one when the claim needs more ready hosts than there are (so the
-  set is sized by need), at most ``active_hosts`` awake at once;
-* the ready heap ``ready``: one entry per awake host that is not in flight,
-  scored by the earliest time (ms) it may be contacted;
-* ``sleep``: hosts that keep their back queue but must wait longer than the
-  sleep horizon (robots.txt retry, backoff, parking, Retry-After, a long
-  Crawl-delay), scored by their wake time; the claim wakes them when due;
-* ``robots``: per host, until when its robots.txt decision stands; a host
-  without one is handed out as a robots.txt lease (request id 0) before its
-  pages;
-* ``leases``: claimed URLs with their expiry; a host with a lease is in flight
-  and absent from ``ready``, so one request per host is in flight across every
-  worker sharing the frontier;
-* ``cool``: hosts without a back queue that still rest after their last fetch;
-* ``seen``: fingerprints of every URL ever enqueued; ``req``: id -> request.
+One :class:`RedisFrontier` per shard. Its keys are named in
+:mod:`crawler.frontier.keys`; docs/frontier.md describes them (front queues per
+priority level, back queues per host and level, the ready heap, sleeping and
+cooling hosts, robots.txt decisions, leases, the seen set, URL records) and
+docs/sizing.md what each costs.
 
 Each multi-key change is one script (``lua/*.lua``, package data, with
 ``lua/common.lua`` prepended): enqueue (seen-check + route), claim (expire +

@@ -25,6 +25,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from crawler.archiving import Archive
 from crawler.dedup.text import content_simhash, visible_text
+from crawler.httpheaders import is_html
 from crawler.items import PageItem, page_item
 from crawler.requestmeta import ROBOTS_META
 from crawler.settings_parsing import get_bool, get_int
@@ -35,8 +36,6 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
 logger = logging.getLogger(__name__)
-
-_HTML_TYPES = (b"text/html", b"application/xhtml+xml")
 
 
 class ArchiveMiddleware:
@@ -80,8 +79,7 @@ class ArchiveMiddleware:
         """The page of a response no callback made a page of."""
         item = page_item(response)
         item.callback = "response"
-        content_type = (response.headers.get(b"Content-Type") or b"").split(b";", 1)[0].strip().lower()
-        if content_type in _HTML_TYPES and response.body:
+        if is_html(response.headers.get(b"Content-Type")) and response.body:
             tree = LexborHTMLParser(response.body)
             text = visible_text(tree)
             item.text = text

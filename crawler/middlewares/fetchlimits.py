@@ -27,6 +27,7 @@ from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddlewa
 from scrapy.exceptions import IgnoreRequest, StopDownload
 from scrapy.http import Response
 
+from crawler.httpheaders import HTML_TYPES, media_type
 from crawler.requestmeta import (
     EXPECTED_TYPES_META,
     ORIGINAL_ENCODING_AT_META,
@@ -46,15 +47,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_CONTENT_TYPES = ("text/html", "application/xhtml+xml")
-
-
-
-def media_type(content_type: bytes | None) -> str:
-    """``text/html`` from ``Text/HTML; charset=utf-8``; empty if absent."""
-    if not content_type:
-        return ""
-    return content_type.split(b";", 1)[0].strip().lower().decode("latin-1")
+DEFAULT_CONTENT_TYPES = HTML_TYPES
 
 
 class FetchLimitsMiddleware:

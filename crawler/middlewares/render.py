@@ -43,8 +43,9 @@ from scrapy.exceptions import NotConfigured
 from crawler.downloader.netguard import AddressPolicy
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.shards import ShardRouter
+from crawler.httpheaders import is_html
 from crawler.policy.politeness import PolitenessPolicy
-from crawler.redisconn.provider import RedisProvider, crawl_id_for
+from crawler.redisconn.provider import RedisProvider
 from crawler.render.browser import BrowserConfig, BrowserPool, RenderedPage, RenderFailed
 from crawler.render.detect import needs_browser
 from crawler.render.gate import HostPacer, PageGate
@@ -61,8 +62,6 @@ if TYPE_CHECKING:
     from scrapy.http import Response
 
 logger = logging.getLogger(__name__)
-
-_HTML_TYPES = (b"text/html", b"application/xhtml+xml")
 
 
 @dataclass(frozen=True)
@@ -115,7 +114,7 @@ class RenderMiddleware:
         settings = crawler.settings
         if not get_bool(settings, "RENDER_ENABLED"):
             raise NotConfigured
-        frontier = FrontierConfig.from_settings(settings, crawl_id_for(crawler))
+        frontier = FrontierConfig.for_crawler(crawler)
         browser = BrowserConfig(
             executable=BrowserConfig.find_executable(str(setting(settings, "RENDER_BROWSER_PATH") or "")),
             concurrency=get_int(settings, "RENDER_CONCURRENCY", minimum=1),
@@ -159,8 +158,7 @@ class RenderMiddleware:
         meta = request.meta
         if ROBOTS_META in meta or SITEMAP_META in meta or MODULE_META in meta or RENDERED_META in meta:
             return response
-        content_type = response.headers.get(b"Content-Type") or b""
-        if content_type.split(b";", 1)[0].strip().lower() not in _HTML_TYPES or not response.body:
+        if not is_html(response.headers.get(b"Content-Type")) or not response.body:
             return response
         wish = meta.get(RENDER_META)
         if wish is False:

@@ -1,10 +1,7 @@
 """Retries through the frontier, with backoff; throttling; dead letters.
 
-Replaces Scrapy's RetryMiddleware, which sends a failed request straight back
-to the downloader with no delay and no ``Retry-After``. Here a failed request
-goes back to the *frontier* (its host keeps its one-request-at-a-time turn and
-its politeness), and the host itself backs off (see
-:mod:`crawler.policy.backoff` for the formulas):
+Replaces Scrapy's RetryMiddleware (no delay, no ``Retry-After``): a failed
+request goes back to the *frontier*, and the host backs off (:mod:`crawler.policy.backoff`):
 
 ================================  ===========================================  =============
 answer                            what happens                                 host signal
@@ -26,18 +23,11 @@ certificate that does not verify)
 anything else unexpected          dead letter, logged as an error              ok
 ================================  ===========================================  =============
 
-Out of retries, as Scrapy's RetryMiddleware: an *answer* (a 5xx, 429) goes on
-to the spider's middlewares and callback (Scrapy's HttpErrorMiddleware filters
-it unless the spider allows the status: ``handle_httpstatus_list``,
-``HTTPERROR_ALLOWED_CODES``), is archived, and its URL is done with that
-status (``retry/max_reached``). A *download error* sends the URL to the
-dead-letter queue with its error class (``scrapy frontier dead-letters`` lists
-and requeues them), and the request's errback, if it has one, gets the error.
-Only requests
-served by the frontier are retried; robots.txt fetches pass through (the
-robots.txt middleware judges their failures), and so do requests with
-``meta["dont_retry"]``. ``RETRY_HTTP_STATUSES`` (Scrapy's ``RETRY_HTTP_CODES``
-in a project) narrows the statuses retried; unset, every 5xx and 429.
+Out of retries, an *answer* (5xx, 429) goes on to the spider as with Scrapy's
+RetryMiddleware (``retry/max_reached``); a *download error* sends the URL to
+the dead letters, and its errback gets the error. Only the frontier's requests
+are retried (not robots.txt fetches, not ``meta["dont_retry"]``);
+``RETRY_HTTP_STATUSES`` narrows the statuses. Details: docs/citizenship.md.
 """
 
 from __future__ import annotations

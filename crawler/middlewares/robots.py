@@ -3,7 +3,7 @@
 **A host's robots.txt is its first request.** The frontier hands out a host
 whose robots.txt decision is missing or expired as a *robots.txt lease*
 (:attr:`~crawler.frontier.store.Lease.robots`): the scheduler turns it into a
-request for ``<origin>/robots.txt`` (:func:`robots_lease_request`), claimed,
+request for ``<origin>/robots.txt`` (:func:`~crawler.robots.request.robots_lease_request`), claimed,
 leased and paced like any request, while the host's pages stay queued. This
 middleware judges the answer (:meth:`process_response`,
 :meth:`process_exception`), shares the decision (which tells the frontier the
@@ -13,29 +13,21 @@ while robots.txt is fetched.
 
 For each page (``process_request``):
 
-1. The decision for the URL's origin comes from the local cache, else from the
-   shared cache in Redis (:class:`~crawler.robots.store.RobotsStore`).
+1. The origin's decision: the local cache, else Redis (:class:`~crawler.robots.store.RobotsStore`).
 2. If there is none (another origin of the same host, say ``https`` after
    ``http``), a page served by the frontier goes back to it untouched (stat
    ``robots/missing``) with a signal that makes the host's robots.txt its next
    request. A request the frontier did not serve (``scrapy fetch``, requests
    downloaded directly) gets robots.txt fetched first, nested, as Scrapy's own
    middleware does.
-3. An unreachable robots.txt (5xx, timeout, network error) disallows the whole
-   host until its retry time: the host sleeps in the frontier until then and
-   robots.txt is its first request again; after ``ROBOTS_MAX_FAILURES``
-   failures in a row its pages go to the dead-letter queue instead.
-4. A disallowed URL is dropped (``IgnoreRequest``), counted in
-   ``robots/disallowed``, and never fetched.
+3. An unreachable robots.txt (5xx, timeout, network error) disallows the host
+   until its retry time (it sleeps in the frontier); after
+   ``ROBOTS_MAX_FAILURES`` in a row its pages go to the dead letters.
+4. A disallowed URL is dropped (``IgnoreRequest``, ``robots/disallowed``), never fetched.
 
-A robots.txt that fails at the connection level tells the frontier about the
-host like any fetch: a refused connection counts towards parking it, a server
-that accepts and never answers (or a name that does not resolve) parks it at
-once (:class:`~crawler.frontier.outcome.HostSignal`).
-
-Redirects of robots.txt are followed here (up to 5, to any host), since
-Scrapy's redirect middleware is off; only the first ``ROBOTS_MAX_BYTES`` of
-the body are kept (the download stops there).
+A connection-level failure tells the frontier about the host like any fetch
+(:class:`~crawler.frontier.outcome.HostSignal`). Redirects of robots.txt are
+followed here (up to 5, any host); only its first ``ROBOTS_MAX_BYTES`` are kept.
 """
 
 from __future__ import annotations
@@ -49,7 +41,6 @@ from urllib.parse import urljoin
 
 from scrapy import Request, signals
 from scrapy.exceptions import CannotResolveHostError, IgnoreRequest, NotConfigured
-from scrapy.http.request import NO_CALLBACK
 
 from crawler.bounded import BoundedSet
 from crawler.downloader.errors import ServerSilentError, TlsError
@@ -68,7 +59,7 @@ from crawler.frontier.outcome import (
 from crawler.frontier.shards import ShardRouter
 from crawler.policy.backoff import parse_retry_after
 from crawler.policy.politeness import PolitenessPolicy
-from crawler.redisconn.provider import RedisProvider, crawl_id_for
+from crawler.redisconn.provider import RedisProvider
 from crawler.requestmeta import BODY_LIMIT_META, ROBOTS_META
 from crawler.robots.policy import (
     MAX_REDIRECTS,
@@ -84,6 +75,7 @@ from crawler.robots.policy import (
     record_for_response,
     record_for_too_many_redirects,
 )
+from crawler.robots.request import robots_request
 from crawler.robots.store import RobotsStore, origin_host
 from crawler.sitemaps import SitemapSettings, sitemap_meta
 from crawler.urls import clean_reference
@@ -99,14 +91,6 @@ logger = logging.getLogger(__name__)
 
 #: A robots.txt lease's failure that parks the host at once.
 _SILENT_ERRORS = (ServerSilentError, CannotResolveHostError)
-
-
-def robots_lease_request(page_url: str) -> Request:
-    """The request for a robots.txt lease whose host's first queued page is ``page_url``."""
-    return Request(
-        origin_of(page_url) + ROBOTS_PATH, callback=NO_CALLBACK, dont_filter=True,
-        meta={ROBOTS_META: True, "handle_httpstatus_all": True},
-    )
 
 
 class RobotsTxtMiddleware:
@@ -150,7 +134,7 @@ class RobotsTxtMiddleware:
                 "User-Agent header we send names %r: sites that write rules for %r are not obeyed by them",
                 config.user_agent_token, sent, sent)
         assert crawler.stats is not None
-        frontier = FrontierConfig.from_settings(crawler.settings, crawl_id_for(crawler))
+        frontier = FrontierConfig.for_crawler(crawler)
         politeness = PolitenessPolicy(frontier.min_delay, frontier.delay_factor, frontier.max_delay)
         return cls(crawler, config, RedisProvider.for_crawler(crawler), crawler.stats, politeness)
 
@@ -335,7 +319,7 @@ class RobotsTxtMiddleware:
                 url = urljoin(url, clean_reference(location.decode("latin-1")))
                 hop += 1
                 await asyncio.sleep(self.politeness.delay(latency))
-                fetch = Request(url, meta={ROBOTS_META: True, "handle_httpstatus_all": True}, dont_filter=True)
+                fetch = robots_request(url)
                 self.stats.inc_value("robots/fetched")
                 try:
                     response = await self._download(fetch)
@@ -422,8 +406,7 @@ class RobotsTxtMiddleware:
 
     async def _fetch(self, origin: str, previous: RobotsRecord | None) -> RobotsRecord:
         """Fetch (nested) and judge one origin's robots.txt, following up to 5 redirects."""
-        fetch = Request(origin + ROBOTS_PATH, meta={ROBOTS_META: True, "handle_httpstatus_all": True},
-                        dont_filter=True)
+        fetch = robots_request(origin + ROBOTS_PATH)
         self.stats.inc_value("robots/fetched")
         try:
             response: Response = await self._download(fetch)

@@ -42,7 +42,7 @@ from crawler.policy.clock import CrawlClock
 from crawler.policy.hostquality import HostQualityCache
 from crawler.policy.priority import PriorityPolicy, PrioritySignals
 from crawler.policy.recrawl import ChangeHistory, RecrawlPolicy, plan_revisit
-from crawler.redisconn.provider import RedisProvider, crawl_id_for
+from crawler.redisconn.provider import RedisProvider
 from crawler.settings_parsing import get_bool
 from crawler.urls import NormalizationConfig, UrlError, normalize_page_url, url_fingerprint, url_key
 from crawler.warc.records import micros_of_warc_date, warc_date
@@ -93,7 +93,7 @@ class RecrawlPipeline:
                 "the recrawl schedule needs the URL records (METADATA_ENABLED = True): a revisit is built from "
                 "its URL's record; set RECRAWL_ENABLED = False too, or turn METADATA_ENABLED back on",
             )
-        config = FrontierConfig.from_settings(settings, crawl_id_for(crawler))
+        config = FrontierConfig.for_crawler(crawler)
         pipeline = cls(
             crawler,
             RecrawlPolicy.from_settings(settings),

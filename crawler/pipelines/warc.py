@@ -86,7 +86,7 @@ class WarcPipeline:
             "hostname": socket.gethostname(),
             "crawl-id": crawl_id_for(self.crawler),
             "http-header-user-agent": settings.get("USER_AGENT"),
-            "robots": "obey (RFC 9309)" if settings.getbool("ROBOTS_ENABLED", True) else "ignore",
+            "robots": "obey (RFC 9309)" if get_bool(settings, "ROBOTS_ENABLED") else "ignore",
             "format": "WARC File Format 1.1",
             "conformsTo": "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/",
         }

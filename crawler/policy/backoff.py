@@ -60,20 +60,28 @@ class BackoffPolicy:
 
     def throttle_delay(self, level: int) -> float:
         """Seconds a host rests at throttle ``level`` (>= 1)."""
-        return float(min(self.throttle_max, self.throttle_base * 2 ** (max(level, 1) - 1)))
+        return capped_exponential(self.throttle_base, self.throttle_max, level - 1)
 
     def park_delay(self, consecutive_failures: int) -> float:
         """Seconds a host rests after ``consecutive_failures``; 0 below the threshold."""
         if consecutive_failures < self.park_after:
             return 0.0
-        return float(min(self.park_max, self.park_base * 2 ** (consecutive_failures - self.park_after)))
+        return capped_exponential(self.park_base, self.park_max, consecutive_failures - self.park_after)
 
     def retry_delay(self, attempt: int) -> float:
         """Seconds before retry number ``attempt`` (>= 1) of one URL."""
-        return float(min(self.retry_max, self.retry_base * 2 ** (max(attempt, 1) - 1)))
+        return capped_exponential(self.retry_base, self.retry_max, attempt - 1)
 
     def capped_retry_after(self, seconds: float) -> float:
         return min(max(seconds, 0.0), self.throttle_max)
+
+
+def capped_exponential(base: float, cap: float, step: int) -> float:
+    """``base`` doubled ``step`` times (``step`` < 0 counts as 0), at most ``cap``: every backoff's delay."""
+    step = max(step, 0)
+    if step >= 64 and base > 0:  # 2 ** 64 x any base is past any cap
+        return float(cap)
+    return float(min(cap, base * 2 ** step))
 
 
 def parse_retry_after(value: str | bytes | None, now: float) -> float | None:

@@ -14,15 +14,13 @@ the metadata pipeline (writer) and the scheduler (reader).
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
-from weakref import WeakKeyDictionary
 
+from crawler.percrawler import PerCrawler
 from crawler.policy.priority import HostQuality
 from crawler.settings_parsing import get_int
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
-
-_caches: WeakKeyDictionary[Crawler, HostQualityCache] = WeakKeyDictionary()
 
 _UNKNOWN = HostQuality()
 
@@ -36,11 +34,7 @@ class HostQualityCache:
 
     @classmethod
     def for_crawler(cls, crawler: Crawler) -> HostQualityCache:
-        cache = _caches.get(crawler)
-        if cache is None:
-            cache = cls(get_int(crawler.settings, "PRIORITY_HOST_CACHE_SIZE", minimum=1))
-            _caches[crawler] = cache
-        return cache
+        return _caches(crawler)
 
     def get(self, host: str) -> HostQuality:
         return self._hosts.get(host, _UNKNOWN)
@@ -55,3 +49,7 @@ class HostQualityCache:
 
     def __len__(self) -> int:
         return len(self._hosts)
+
+
+_caches: PerCrawler[HostQualityCache] = PerCrawler(
+    lambda crawler: HostQualityCache(get_int(crawler.settings, "PRIORITY_HOST_CACHE_SIZE", minimum=1)))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import logging
-import weakref
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -24,6 +23,7 @@ from scrapy import signals
 
 from crawler import __version__
 from crawler.exceptions import FrontierUnavailableError
+from crawler.percrawler import PerCrawler
 from crawler.redisconn import resp
 from crawler.redisconn.batch import BatchedScripts
 from crawler.redisconn.config import RedisConfig
@@ -36,9 +36,6 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
-
-_providers: weakref.WeakKeyDictionary[Crawler, RedisProvider] = weakref.WeakKeyDictionary()
-
 
 @cache
 def driver_info() -> DriverInfo:
@@ -69,15 +66,7 @@ class RedisProvider:
 
     @classmethod
     def for_crawler(cls, crawler: Crawler) -> RedisProvider:
-        provider = _providers.get(crawler)
-        if provider is None:
-            provider = cls(
-                RedisConfig.from_settings(crawler.settings, crawl_id_for(crawler)),
-                OutagePolicy.from_settings(crawler.settings),
-            )
-            _providers[crawler] = provider
-            crawler.signals.connect(provider.close, signal=signals.engine_stopped)
-        return provider
+        return _providers(crawler)
 
     @property
     def url(self) -> str:
@@ -193,3 +182,15 @@ class RedisProvider:
             await self.embedded.stop()
             atexit.unregister(self.embedded.stop_now)
             self.embedded = None
+
+
+def _provider_of(crawler: Crawler) -> RedisProvider:
+    provider = RedisProvider(
+        RedisConfig.from_settings(crawler.settings, crawl_id_for(crawler)),
+        OutagePolicy.from_settings(crawler.settings),
+    )
+    crawler.signals.connect(provider.close, signal=signals.engine_stopped)
+    return provider
+
+
+_providers: PerCrawler[RedisProvider] = PerCrawler(_provider_of)

@@ -1,7 +1,6 @@
 """robots.txt policy (RFC 9309): what a fetch result means, and the rules. No I/O.
 
-Status semantics (RFC 9309 section 2.3.1), which differ from Scrapy's own
-middleware (it treats every failure as "allow all"):
+Status semantics (RFC 9309 2.3.1; Scrapy's own middleware allows all on any failure):
 
 ============================  ======================================================
 fetch result                  decision
@@ -21,32 +20,14 @@ fetch result                  decision
                               URLs go to the dead-letter queue
 ============================  ======================================================
 
-**The group** (RFC 9309 2.2.1): the groups whose ``User-agent`` product token
-equals ours, compared whole and case-insensitively, their rules combined; if
-none, the groups for ``*``; if none, no rules. A ``User-agent`` value counts by
-its product token, its first word up to a ``/`` (``mybot/1.0``, ``MyBot 2.1
-(+http://...)`` and ``MYBOT extra words`` are all for ``mybot``; ``MJ12bot`` is
-for ``MJ12bot``, never for ``mj`` or ``mjbot``; ``Google`` is not for
-``Googlebot``). The group is chosen here (:func:`prepare_robots`); protego then
-reads its rules as the only group: longest match wins, ``Allow`` wins ties,
-``*`` and ``$`` patterns. ``/robots.txt`` itself is always allowed.
-``Crawl-delay`` (not in RFC 9309, but honoured) becomes the host's minimum
-delay, capped at ``ROBOTS_MAX_CRAWL_DELAY``.
-
-**Our product token** (:func:`robots_token`): ``ROBOTSTXT_USER_AGENT``
-(Scrapy's setting), else ``ROBOTS_USER_AGENT_TOKEN``, else the product token
-of ``USER_AGENT`` (the header we send), else ``BOT_NAME``. RFC 9309 allows only
-letters, ``-`` and ``_`` in it: a token with anything else (``MJ12bot``) gets a
-warning at start-up (parsers that cut it there, as Google's does, read it as
-``MJ``); it is still matched whole.
-
-**The file as the real web writes it**: a byte-order mark, whole or cut, is
-dropped (it would hide the first line); lines that are not directives protego
-knows are skipped, so an unknown record inside a run of ``User-agent`` lines
-does not split the group (RFC 9309 2.2.4); a rule before the first
-``User-agent`` line belongs to no group and is ignored; ``Sitemap`` lines
-belong to no group and do not end one. docs/citizenship.md lists every point
-where this differs from Google's parser.
+**The group** (RFC 9309 2.2.1, :func:`prepare_robots`): the groups whose
+``User-agent`` product token equals ours (:func:`robots_token`), whole and
+case-insensitively, combined; else those for ``*``; else none. protego then
+reads that group's rules: longest match wins, ``Allow`` wins ties.
+``Crawl-delay`` becomes the host's minimum delay (capped at
+``ROBOTS_MAX_CRAWL_DELAY``). docs/citizenship.md has the whole contract:
+tokens, the file as the real web writes it, and where it differs from
+Google's parser.
 """
 
 from __future__ import annotations
@@ -61,6 +42,7 @@ import msgpack
 from protego import Protego
 from scrapy.settings import BaseSettings
 
+from crawler.policy.backoff import capped_exponential
 from crawler.settings_parsing import get_bool, get_float, get_int
 
 RECORD_VERSION = 1
@@ -211,7 +193,7 @@ class RobotsConfig:
 
     def retry_after(self, failures: int) -> float:
         """Seconds before robots.txt is fetched again after ``failures`` (>= 1) in a row."""
-        return float(min(self.retry_max_delay, self.retry_delay * 2 ** (max(failures, 1) - 1)))
+        return capped_exponential(self.retry_delay, self.retry_max_delay, failures - 1)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from crawler.bounded import BoundedSet
 from crawler.frontier.context import FrontierContext
+from crawler.httpheaders import is_html
 from crawler.items import FeedBody, page_item, set_feed_body
 from crawler.modules.base import Page, PageModule, build_modules
 from crawler.policy.recrawl import RecrawlMode
@@ -54,7 +55,6 @@ from crawler.urls.filters import BROAD_CRAWL_DENY_EXTENSIONS
 
 logger = logging.getLogger(__name__)
 
-_HTML_TYPES = (b"text/html", b"application/xhtml+xml")
 DEFAULT_MODULES = {
     "crawler.modules.links.LinksModule": 100,
     "crawler.modules.png.PngImagesModule": 200,
@@ -158,7 +158,7 @@ class WebSpider(Spider):
                 else:
                     # A redirect is not a step deeper: the target keeps the depth.
                     yield Request(target, callback=self.parse, meta={"depth": depth, "redirect_times": hops})
-        elif content_type.split(b";", 1)[0].strip().lower() in _HTML_TYPES and response.body:
+        elif is_html(content_type) and response.body:
             # A page the render middleware rendered: its links and text come from the rendered DOM.
             page = Page(response, LexborHTMLParser(item.rendered_html or response.body), item, self._follow)
             for module in self.modules:

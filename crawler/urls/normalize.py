@@ -1,48 +1,22 @@
 """URL normalization, version 2 (RFC 3986 section 6, plus crawler rules).
 
 One function, :func:`normalize_url`, applied to every URL before the seen
-check, so that equivalent URLs are fetched once. The rules, in order:
+check, so that equivalent URLs are fetched once. In order: whitespace at the
+ends and ASCII tabs and newlines anywhere removed (:func:`clean_reference`,
+as browsers do); scheme and host lowercased, a percent-encoded host decoded
+when it is valid UTF-8 (else :class:`EncodedHostError`), an IDN host to
+punycode (UTS 46), a trailing dot dropped; the default port dropped; userinfo
+dropped; percent-encoding normalized (unreserved escapes decoded, reserved
+ones kept, invalid ``%`` encoded); dot segments removed, an empty path made
+``/``; session-id path parameters and tracking or session query parameters
+(``URL_SESSION_PARAMS``, ``URL_TRACKING_PARAMS``) removed, the query sorted
+only with ``URL_SORT_QUERY``; the fragment dropped. A URL with other control
+characters, without ``scheme://host``, with a bad host or port is refused
+(:class:`UrlError`).
 
-1. Leading and trailing whitespace is removed, and ASCII tabs and newlines
-   anywhere (as the WHATWG URL parser does: :func:`clean_reference`); a URL
-   with other control characters or without ``scheme://host`` is rejected
-   (:class:`UrlError`).
-2. The scheme and host are lowercased (RFC 3986 6.2.2.1); a percent-encoded
-   host is decoded (``example%2Ecom`` is ``example.com``, as browsers read
-   it) when it decodes to UTF-8, and rejected otherwise (:class:`EncodedHostError`);
-   an internationalized
-   host is converted to its IDNA (punycode) form (UTS 46, non-transitional); a
-   trailing dot is dropped; a host with empty labels or forbidden characters
-   is rejected.
-3. The default port is dropped (80 for http, 443 for https) (6.2.3); a port
-   that is not a number in 0-65535 is rejected.
-4. Userinfo (``user:password@``) is dropped: credentials are not crawled.
-5. Percent-encoding (6.2.2.1, 6.2.2.2): characters that cannot appear in a URL
-   (spaces, non-ASCII as UTF-8, ``"<>\\^`{|}``) are encoded; a ``%`` not followed
-   by two hex digits becomes ``%25``; escapes are uppercased; escapes of
-   unreserved characters (letters, digits, ``-._~``) are decoded; escapes of
-   reserved characters (``%2F``, ``%23``, ``%3F``, ``%26``, ``%3D``, ``%2B``...)
-   are kept as they are, since decoding them changes the URL's meaning.
-6. Dot segments are removed from the path (5.2.4); an empty path becomes ``/``
-   (6.2.3).
-7. Session-id path parameters (``;jsessionid=...``, any name of
-   ``URL_SESSION_PARAMS``) are removed.
-8. Query parameters whose name is in ``URL_TRACKING_PARAMS`` (``utm_*`` style
-   prefixes allowed) or ``URL_SESSION_PARAMS`` are removed (names compared
-   case-insensitively, after decoding); empty parameters (``&&``) are dropped;
-   the others keep their order unless ``URL_SORT_QUERY`` is on (then they are
-   sorted by name, then value). An empty query loses its ``?``.
-9. The fragment is dropped.
-
-Relative references are resolved (before this) with ``urllib.parse.urljoin``,
-which implements RFC 3986 section 5 (it passes all the examples of 5.4; for
-``http:g`` it gives the backward-compatible answer the RFC allows).
-
-w3lib's ``canonicalize_url`` is not used: it always sorts the query, keeps
-tracking parameters and session ids, and its ``safe_url_string`` keeps
-invalid escapes (``%zz``) and costs ~11 us per URL; this function is written
-for the crawler's rules and its fast path (an ASCII URL with nothing to fix)
-costs a few microseconds.
+The rules one by one, with their RFC sections and why w3lib's
+``canonicalize_url`` is not used: docs/urls.md. The fast path (an ASCII URL
+with nothing to fix) costs a few microseconds.
 """
 
 from __future__ import annotations

@@ -1,14 +1,12 @@
 """Rotating ``.warc.gz`` files with a CDXJ index beside each.
 
 Writing is split in three: :meth:`WarcFileWriter.encode` serialises and gzips
-a fetch's records (CPU only, no file state); :meth:`WarcFileWriter.fill`
-appends encoded fetches to the open file and flushes it (writes into the
-operating system's page cache, microseconds: the crawl runs both on the event
-loop, where a hand-off to a thread per batch cost more CPU than the writes);
-a file that reaches ``WARC_MAX_SIZE`` comes back as a :class:`FullFile`,
-whose :meth:`~FullFile.finish` (``fsync``, the CDXJ index, the rename: the
-blocking part) the crawl runs in a thread. :meth:`WarcFileWriter.append` does
-it all in the calling thread.
+a fetch's records (CPU only); :meth:`WarcFileWriter.fill` appends them to the
+open file and flushes it (into the page cache: the crawl runs both on the
+event loop); a file that reaches ``WARC_MAX_SIZE`` comes back as a
+:class:`FullFile`, whose :meth:`~FullFile.finish` (``fsync``, the CDXJ index,
+the rename) the crawl runs in a thread. :meth:`WarcFileWriter.append` does it
+all in the calling thread.
 
 A file is written as ``<name>.warc.gz.open`` in the spool directory, one gzip
 member per record, flushed before the fetches it holds count as stored (a

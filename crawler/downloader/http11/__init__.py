@@ -1,16 +1,12 @@
 """A lean HTTP/1.1 client: one request at a time per connection, kept alive.
 
-The crawl path fetches millions of small pages one at a time per host; a
-general-purpose client (aiohttp) spends ~0.45 ms of CPU per fetch on this
-machine in layers a crawler does not use (cookie jars, URL objects, payload
-writers, stream readers). This module is the mechanism only: it speaks
-HTTP/1.1 over asyncio transports (plain or TLS) and keeps idle connections
-per origin. Scrapy's glue (signals, size limits, errors, responses) is in
-:mod:`crawler.downloader.handler`; timeouts are the caller's
-(``asyncio.timeout`` around a whole exchange).
+The mechanism only: HTTP/1.1 over asyncio transports (plain or TLS), idle
+connections kept per origin, opened with Happy Eyeballs (RFC 8305). Scrapy's
+glue (signals, size limits, errors, responses) is in
+:mod:`crawler.downloader.handler`; timeouts are the caller's. Why a client of
+its own, and what it costs: docs/citizenship.md, "The HTTP client".
 
 What it reads:
-
 * a status line ``HTTP/1.x NNN reason`` and header lines, CRLF or bare LF;
   interim ``1xx`` answers are skipped; obsolete line folding is unfolded;
 * bodies framed by ``Transfer-Encoding: chunked`` (trailers read and
@@ -21,25 +17,16 @@ What it reads:
   codings other than ``chunked`` (``gzip, chunked``) are the caller's to
   decode (:func:`transfer_codings`).
 
-Connections are opened with Happy Eyeballs (RFC 8305, ``aiohappyeyeballs``,
-as aiohttp does): the addresses of a name are tried in turn, each after
-:data:`HAPPY_EYEBALLS_DELAY` without waiting for the previous one to fail, so
-an address that swallows connection attempts (a black-holed IPv6 route) does
-not spend the whole connect timeout.
-
 Every answer is hostile until checked; each violation is a
 :class:`ProtocolError` with a short reason, and the connection is dropped:
-
 * a response head over :data:`MAX_HEAD_BYTES` or :data:`MAX_HEADER_LINES`;
-* a chunk-size line over :data:`MAX_CHUNK_LINE` or not hexadecimal, more
-  than :data:`MAX_CHUNKS` chunks, more than :data:`MAX_INTERIM` 1xx answers;
-* bytes arriving while no request is outstanding;
+* a chunk-size line over :data:`MAX_CHUNK_LINE` or not hexadecimal, over
+  :data:`MAX_CHUNKS` chunks or :data:`MAX_INTERIM` 1xx answers, bytes unasked for;
 * a body over the exchange's limit (:class:`BodyTooLarge`, counted by size).
 
 A connection closed before the answer is complete raises
-:class:`ConnectionClosed`, which says whether any byte of the answer had
-arrived (a reused keep-alive connection the server had closed can be retried
-safely only if none had) and carries the part of the body received.
+:class:`ConnectionClosed`: whether any byte had arrived (only then is a reused
+connection unsafe to retry), and the part of the body received.
 """
 
 from crawler.downloader.http11.connection import ChunkHook, HttpConnection
