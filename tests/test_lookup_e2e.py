@@ -14,6 +14,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -56,20 +57,25 @@ def crawled(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer)
 
 
 def stuck_crawl(web: MockWeb, redis_server: RedisServer, tmp: Path) -> dict[str, object]:
-    """A worker SIGKILLed while host 3's page drips: its lease stays until it expires."""
+    """A worker SIGKILLed while host 3's page drips, once it has renewed (and so named) its lease: the
+    lease stays until it expires."""
     settings: dict[str, object] = {"REDIS_URL": redis_server.url, "FRONTIER_CRAWL_ID": STUCK,
                                    "CRAWL_DATA_DIR": tmp / "data-stuck"}
     command = crawl_command("-a", "urls=" + web.url(3).rstrip("/") + "/slow",
-                            settings={**settings, "DOWNLOAD_TIMEOUT": 120, "FRONTIER_MIN_DELAY": 0.1})
+                            settings={**settings, "DOWNLOAD_TIMEOUT": 120, "FRONTIER_MIN_DELAY": 0.1,
+                                      "FRONTIER_LEASE_TIMEOUT": 6})
     worker = subprocess.Popen(command, cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)
     client = redis.Redis.from_url(redis_server.url)
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
-            # A page lease (not the robots.txt one: its id is 0) of host 3.
-            if any(member.split()[2] != b"0" for key in client.scan_iter(match=f"frontier:{{{STUCK}*:leases")
-                   for member in client.zrange(key, 0, -1)):
+            # A page lease (not the robots.txt one: its id is 0) of host 3, named by its worker.
+            pages = [member.split()[0] for key in client.scan_iter(match=f"frontier:{{{STUCK}*:leases")
+                     for member in client.zrange(key, 0, -1) if member.split()[2] != b"0"]
+            named = [held.split()[1:] for key in client.scan_iter(match=f"frontier:{{{STUCK}*:holders")
+                     for held in client.hvals(key)]
+            if pages and any(pages[0] in numbers for numbers in named):
                 break
             time.sleep(0.1)
         else:
@@ -161,7 +167,11 @@ def test_a_queued_url(crawled: dict[str, Any]) -> None:
 def test_a_leased_url(crawled: dict[str, Any]) -> None:
     answer = ask("url", crawled["web"].url(3).rstrip("/") + "/slow", settings=crawled["stuck"])
     assert answer["status"] == "leased", answer
-    assert answer["leased"]["until"] and answer["leased"]["worker"] is None
+    assert answer["leased"]["until"] and answer["leased"]["reported_at"]
+    host, pid = answer["leased"]["worker"].rsplit("-", 1)
+    assert host == socket.gethostname().split(".")[0] and int(pid) > 0
+    text = frontier_command("url", crawled["web"].url(3).rstrip("/") + "/slow", settings=crawled["stuck"]).stdout
+    assert f"held by {answer['leased']['worker']}" in text
 
 
 def test_hosts_answer_why(crawled: dict[str, Any]) -> None:

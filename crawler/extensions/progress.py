@@ -24,8 +24,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import os
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,7 +33,7 @@ from redis.exceptions import RedisError
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
-from crawler.frontier.config import FrontierConfig
+from crawler.frontier.config import FrontierConfig, worker_name
 from crawler.frontier.shards import ShardRouter
 from crawler.ops.figures import FrontierFigures, Progress, delta, progress_line, totals_from_stats
 from crawler.ops.timeline import Sample, Timeline
@@ -70,7 +68,7 @@ class ProgressReporter:
         self.crawl_id = crawl_id_for(crawler)
         self.provider = RedisProvider.for_crawler(crawler)
         self.router = ShardRouter.for_crawler(crawler)
-        self.worker = f"{socket.gethostname().split('.')[0]}-{os.getpid()}"
+        self.worker = worker_name()
         self.timeline: Timeline | None = None
         self.started = time.monotonic()
         self._last = time.monotonic()

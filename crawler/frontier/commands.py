@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from crawler.frontier.compact import BucketSizes, low24
+from crawler.frontier.config import worker_name
 from crawler.frontier.steps import ClaimResult, DrainResult, Lease, StepResult
 from crawler.policy.memory import ADMIT_ALL, Admission
 from crawler.redisconn.resp import command
@@ -61,6 +62,7 @@ class StepCommands:
         self._weights = list(config.queue_weights)
         self._horizon_ms = int(config.sleep_horizon * 1000)
         self._grouped = int(config.politeness_key.grouping > 0)
+        self._worker = worker_name().encode()
 
     def build(self, step: Step) -> tuple[list[bytes], list[str]]:
         """The commands of ``step`` (one per script call, enqueues in batches) and what each one is."""
@@ -122,6 +124,10 @@ class StepCommands:
                 args += (until, member)
             commands.append(command(*args))
             order.append("renew")
+            # Who holds them, for the operator (scrapy frontier url): not read by the crawl.
+            held = b" ".join([str(now_ms).encode(), *(member.split(b" ", 1)[0] for member in renew)])
+            commands.append(command(b"HSET", keys.holders, self._worker, held))
+            order.append("holders")
         if touches:
             args = [b"EVALSHA", self._shas["touch"], 1, keys.due, prefix, crawl_now_ms, self.sizes.due,
                     self.sizes.records]

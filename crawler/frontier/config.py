@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -136,6 +138,11 @@ class FrontierConfig:
             reset_on_start=get_bool(settings, "FRONTIER_RESET_ON_START"),
             local_requests=get_int(settings, "FRONTIER_LOCAL_REQUESTS", minimum=0),
         )
+
+
+def worker_name() -> str:
+    """This process's name in the crawl's shared records (progress samples, lease holders): ``<host>-<pid>``."""
+    return f"{socket.gethostname().split('.')[0]}-{os.getpid()}"
 
 
 def _config_of(crawler: Crawler) -> FrontierConfig:

@@ -56,6 +56,8 @@ SHARD_KEYS: dict[str, ShardKey] = {
     "cool": ShardKey("cool", "zset", "host without a back queue -> next allowed time (ms)", "host"),
     "leases": ShardKey("leases", "zset", "lease member -> expiry (ms)"),
     "leased": ShardKey("leased", "hash", "lease number -> the entry it holds (in flight only)"),
+    "holders": ShardKey("holders", "hash", "worker -> \"<ms> <lease number>...\": the leases it held at its last "
+                        "renewal (for scrapy frontier url; one field per worker process)"),
     "lease_sequence": ShardKey("leaseseq", "string", "the last lease (and dead letter) number given"),
     "queued": ShardKey("queued", "string", "requests in front and back queues (not leased)"),
     "host_delay": ShardKey("hostdelay", "hash", "host -> minimum delay (ms) from robots.txt Crawl-delay", "host"),
@@ -205,6 +207,11 @@ class FrontierKeys:
     def cooldown(self) -> str:
         """ZSET host -> next allowed time (ms) of hosts without a back queue."""
         return self.key(SHARD_KEYS["cool"].suffix)
+
+    @property
+    def holders(self) -> str:
+        """HASH worker -> ``"<ms> <lease number>..."``: the leases it held when it last renewed them."""
+        return self.key(SHARD_KEYS["holders"].suffix)
 
     @property
     def leases(self) -> str:

@@ -8,9 +8,10 @@ crawl's WARC files (local or S3). Their answers are plain data (JSON-ready
 dicts): ``scrapy frontier url|host`` prints them as text or, with
 ``--json``, as they are. The schema is in docs/operating.md.
 
-What the frontier does not keep is said, not guessed: a lease does not
-record which worker holds it, and a URL record keeps the last fetch only
-(with the counts of all of them). A URL that was refused is not stored
+What the frontier does not keep is said, not guessed: a lease's worker is
+known once the worker has renewed it (workers name the leases they hold at
+each renewal), and a URL record keeps the last fetch only (with the counts of
+all of them). A URL that was refused is not stored
 either: the rule that refuses it is found by applying the crawl's rules now
 (its filters, its host's robots.txt record, its budgets, the memory
 admission).
@@ -148,7 +149,7 @@ async def url_answer(client: AnyRedis, lookup: Lookup, url: str) -> dict[str, An
         refused_by = {"rule": "robots.txt", "detail": robots.get("rule") or "unreachable robots.txt"}
     record = await _record(client, lookup, normalized, host)
     queued = await _in_queues(client, lookup, keys, host, normalized, key)
-    leased = await _in_leases(client, keys, host, normalized, key)
+    leased = await _in_leases(client, lookup, keys, host, normalized, key)
     dead = await _in_dead_letters(client, lookup, keys, normalized, key)
     if not seen["member"] and record is None and refused_by is None:
         refused_by = await _admission_refusal(client, lookup, keys, host)
@@ -250,7 +251,8 @@ async def _in_queues(client: AnyRedis, lookup: Lookup, keys: FrontierKeys, host:
     return None
 
 
-async def _in_leases(client: AnyRedis, keys: FrontierKeys, host: str, url: str, key: int) -> dict[str, Any] | None:
+async def _in_leases(client: AnyRedis, lookup: Lookup, keys: FrontierKeys, host: str, url: str,
+                     key: int) -> dict[str, Any] | None:
     leased = await client.hgetall(keys.leased)
     for leaseno, blob in leased.items():
         if _entry_is(_raw(blob), host, url, key):
@@ -260,8 +262,16 @@ async def _in_leases(client: AnyRedis, keys: FrontierKeys, host: str, url: str, 
             for member, score in members:
                 if text(member).split(" ", 1)[0] == number:
                     expiry = float(score) / 1000
-            return {"lease": int(number), "until": _iso(expiry), "worker": None,
-                    "note": "the frontier does not record which worker holds a lease"}
+            answer: dict[str, Any] = {"lease": int(number), "until": _iso(expiry), "worker": None,
+                                      "reported_at": None}
+            for worker, held in (await client.hgetall(keys.holders)).items():
+                reported, *numbers = text(held).split(" ")
+                if number in numbers:
+                    answer.update(worker=text(worker), reported_at=_iso(int(reported) / 1000))
+                    return answer
+            answer["note"] = (f"its worker has not named it yet: workers name the leases they hold when they renew "
+                              f"them, every {lookup.config.lease_timeout / 3:g} s (FRONTIER_LEASE_TIMEOUT / 3)")
+            return answer
     return None
 
 
@@ -571,7 +581,9 @@ def url_lines(answer: dict[str, Any]) -> list[str]:
         detail = f": {queued['queue']} queue, level {queued['level']}, {queued['position']} ahead of it"
     elif answer.get("leased"):
         leased = answer["leased"]
-        detail = f": lease {leased['lease']} until {leased['until']} (the worker holding it is not recorded)"
+        holder = f"held by {leased['worker']} (named at {leased['reported_at']})" if leased["worker"] \
+            else "its worker not named yet"
+        detail = f": lease {leased['lease']} until {leased['until']}, {holder}"
     elif answer.get("dead_letter"):
         dead = answer["dead_letter"]
         detail = f" since {dead['at']}: {dead['error']} {dead['message']}".rstrip()
