@@ -37,7 +37,7 @@ def crawled(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer)
     tmp = tmp_path_factory.mktemp("lookup")
     scenario = tmp / "scenario.json"
     scenario.write_text(json.dumps({"robots": {"1": {"status": 200, "body": ROBOTS}},
-                                    "specials": {"0": ["/slow"], "3": ["/slow"]}}))
+                                    "specials": {"0": ["/slow", "/copy-a", "/copy-b"], "3": ["/slow"]}}))
     web: MockWeb = start_mockweb(WebSpec(hosts=4, sizes="uniform:3", fanout=2, nav=0, cross=0,
                                          scenario=str(scenario)), tmp / "mockweb.log")
     settings: dict[str, object] = {"REDIS_URL": redis_server.url, "FRONTIER_CRAWL_ID": CRAWL,
@@ -104,6 +104,21 @@ def test_a_fetched_url(crawled: dict[str, Any]) -> None:
     assert record["file"].endswith(".warc.gz") and record["status"] == "200" and record["length"] > 0
     text = frontier_command("url", web.url(0), settings=crawled["settings"]).stdout
     assert "status      fetched" in text and "last fetch" in text and ".warc.gz offset" in text
+
+
+def test_an_exact_duplicate_names_the_first_capture(crawled: dict[str, Any]) -> None:
+    """/copy-a and /copy-b of host 0 answer the same body: whichever came second is a duplicate of the other."""
+    base = crawled["web"].url(0).rstrip("/")
+    answers = {path: ask("url", base + path, settings=crawled["settings"]) for path in ("/copy-a", "/copy-b")}
+    assert all(answer["status"] == "fetched" for answer in answers.values()), answers
+    duplicates = {path: answer["duplicate_of"] for path, answer in answers.items() if answer["duplicate_of"]}
+    assert len(duplicates) == 1, answers
+    [(path, duplicate)] = duplicates.items()
+    other = "/copy-b" if path == "/copy-a" else "/copy-a"
+    assert duplicate["url"] == base + other and duplicate["captured"] and duplicate["digest"].startswith("sha1:")
+    assert [record["kind"] for record in answers[path]["warc"]["records"]] == ["warc/revisit"]
+    text = frontier_command("url", base + path, settings=crawled["settings"]).stdout
+    assert f"duplicate   of {base + other}" in text
 
 
 def test_a_failed_url(crawled: dict[str, Any]) -> None:

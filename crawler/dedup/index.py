@@ -26,7 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from crawler.frontier.compact import BucketSizes
+from crawler.frontier.compact import BucketSizes, LinearHash
 from crawler.metadata.record import UrlRecord, UrlState
 from crawler.redisconn.batch import BatchedScripts
 from crawler.schema import script_source
@@ -99,6 +99,20 @@ class DedupIndex:
         if not packed:
             return None
         return UrlRecord.unpack(packed).url or None
+
+    async def first_capture(self, digest: str) -> tuple[str, str] | None:
+        """The first capture indexed of payload ``digest`` (``sha1:<base32>``): its URL and WARC date,
+        or None. Reads only (the operator's question, never the crawl's)."""
+        raw = base64.b32decode(digest.removeprefix("sha1:"))
+        key = int.from_bytes(raw[:8], "big", signed=True)
+        keys = self.router.keys[self.digest_shard(raw)]
+        client = self.scripts.client
+        state = LinearHash.parse(await client.get(keys.lh("dx")))
+        first = await client.hget(keys.digests(state.bucket(key)), str(key))
+        if not isinstance(first, bytes) or first[:4] != raw[8:12]:
+            return None
+        url = await self._url(first[4:14])
+        return (url, warc_date_micros(int.from_bytes(first[14:22], "big"))) if url else None
 
     async def check(self, url: str, host: str, digest: str, date: str, simhash: int | None) -> DedupVerdict:
         """Check a page (its normalized URL and host, payload digest, WARC date, SimHash) and index it."""

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.settings import BaseSettings
 
+from crawler.dedup.index import DedupIndex
 from crawler.exceptions import CodecError
 from crawler.frontier.codec import stored_url
 from crawler.frontier.compact import LinearHash
@@ -169,7 +170,26 @@ async def url_answer(client: AnyRedis, lookup: Lookup, url: str) -> dict[str, An
     answer["recrawl"] = _recrawl_of(record, lookup) if record is not None else None
     answer["inlinks"] = await _inlinks(client, lookup, keys, fingerprint, meta)
     answer["warc"] = _warc_records(lookup, normalized)
+    answer["duplicate_of"] = await _duplicate_of(client, lookup, normalized, answer["warc"])
     return answer
+
+
+async def _duplicate_of(client: AnyRedis, lookup: Lookup, url: str, warc: dict[str, Any]) -> dict[str, Any] | None:
+    """The first capture of the payload of the URL's newest WARC record, when it is another URL's (an
+    exact duplicate: its record is a revisit). Near duplicates are counted per host, not kept per URL."""
+    records = [record for record in warc.get("records", []) if str(record.get("digest") or "").startswith("sha1:")]
+    if not records:
+        return None
+    newest = max(records, key=lambda record: record["timestamp"])
+    index = DedupIndex(client, lookup.router, 0)
+    await index.open()
+    try:
+        first = await index.first_capture(newest["digest"])
+    finally:
+        await index.close()
+    if first is None or first[0] == url:
+        return None
+    return {"url": first[0], "captured": first[1], "digest": newest["digest"]}
 
 
 def _seen_config(lookup: Lookup, bits: int) -> SeenConfig:
@@ -616,6 +636,9 @@ def url_lines(answer: dict[str, Any]) -> list[str]:
                      + (f", rate {rate:.2f})" if rate is not None else ")"))
     if answer.get("inlinks") is not None:
         lines.append(f"in-links    about {answer['inlinks']}")
+    duplicate = answer.get("duplicate_of")
+    if duplicate:
+        lines.append(f"duplicate   of {duplicate['url']} (captured {duplicate['captured']}; {duplicate['digest']})")
     warc = answer.get("warc") or {}
     for record in warc.get("records", []):
         lines.append(f"warc        {record['file']} offset {record['offset']} length {record['length']} "
