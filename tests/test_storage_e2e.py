@@ -106,6 +106,20 @@ def test_warc_files_reach_s3_even_when_it_goes_down_mid_crawl(
         warc_check(path)
         archived += [uri for kind, uri, _, _ in records(body) if kind in ("response", "revisit")]
     assert sorted(archived) == sorted(fetched_urls(web))
+    # The operator finds a page's record through the CDXJ indexes in S3.
+    command = [*crawl_command()[:3], "frontier", "url", web.url(0), "--json"]
+    for name, value in settings.items():
+        command += ["-s", f"{name}={value}"]
+    done = subprocess.run(command, cwd=ROOT, env=crawl_env(**S3_ENV), capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    warc = json.loads(done.stdout)["warc"]
+    assert warc["store"] == "s3://archive/crawls/test" and "error" not in warc, warc
+    [record] = warc["records"]
+    assert record["file"] in {Path(key).name for key in warcs} and record["status"] == "200"
+    body = warcs[next(key for key in warcs if key.endswith(record["file"]))]
+    member = body[record["offset"]:record["offset"] + record["length"]]
+    assert [uri for kind, uri, _, _ in records(member) if kind == "response"] == [web.url(0)]
 
 
 def test_files_spooled_while_s3_is_down_are_uploaded_at_the_next_start(
