@@ -173,6 +173,13 @@ def test_a_new_url_refused_by_memory(crawled: dict[str, Any], redis_server: Redi
     assert ask("url", crawled["web"].url(0), settings=settings)["status"] == "fetched"
 
 
+def test_a_new_url_refused_by_the_host_budget(crawled: dict[str, Any]) -> None:
+    settings = {**crawled["settings"], "HOST_PAGE_BUDGET": 2}
+    answer = ask("url", crawled["web"].url(0).rstrip("/") + "/never/linked", settings=settings)
+    assert answer["status"] == "refused" and answer["refused_by"]["rule"] == "host_budget", answer
+    assert "HOST_PAGE_BUDGET is 2" in answer["refused_by"]["detail"]
+
+
 def test_a_queued_url(crawled: dict[str, Any]) -> None:
     answer = ask("url", crawled["web"].url(2), settings=crawled["settings"])
     assert answer["status"] == "queued"
