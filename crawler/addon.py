@@ -91,7 +91,7 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "scrapy.downloadermiddlewares.downloadtimeout.DownloadTimeoutMiddleware": None,
         "scrapy.downloadermiddlewares.defaultheaders.DefaultHeadersMiddleware": None,
         "scrapy.downloadermiddlewares.useragent.UserAgentMiddleware": None,
-        "crawler.middlewares.defaults.RequestDefaultsMiddleware": 400,
+        "crawler.middlewares.requestdefaults.RequestDefaultsMiddleware": 400,
         "crawler.middlewares.conditional.ConditionalRequestMiddleware": 540,
         # Retries through the frontier with backoff and Retry-After.
         "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,

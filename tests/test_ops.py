@@ -20,7 +20,7 @@ from crawler.extensions.progress import ticks
 from crawler.frontier.keys import FrontierKeys
 from crawler.ops.figures import FrontierFigures, Progress, delta, latency_buckets, progress_line, totals_from_stats
 from crawler.ops.timeline import Sample
-from crawler.report.render import ReportData, bucket, render
+from crawler.report.html import ReportData, bucket, render
 from support.mockweb import WebSpec, free_port
 from tests.conftest import ROOT, RedisServer, crawl_command, crawl_env, run_crawl
 

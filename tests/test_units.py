@@ -326,7 +326,7 @@ def test_request_defaults_match_scrapys_three_middlewares(settings: dict[str, ob
     from scrapy.downloadermiddlewares.useragent import UserAgentMiddleware
     from scrapy.utils.test import get_crawler
 
-    from crawler.middlewares.defaults import RequestDefaultsMiddleware
+    from crawler.middlewares.requestdefaults import RequestDefaultsMiddleware
 
     crawler = get_crawler(Spider, settings_dict=settings)
     spider = Spider("t")

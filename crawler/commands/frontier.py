@@ -395,7 +395,7 @@ class Command(ScrapyCommand):
 
     async def _report(self, client: AnyRedis, router: ShardRouter, config: FrontierConfig, args: list[str],
                       opts: argparse.Namespace) -> Output:
-        from crawler.report.render import write_report
+        from crawler.report.html import write_report
 
         path = Path(opts.out or f"report-{router.crawl_id}.html")
         await write_report(Timeline(client, router.crawl_id), client, router, router.crawl_id, path,

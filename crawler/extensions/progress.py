@@ -102,7 +102,7 @@ class ProgressReporter:
         await self.tick(final=True)
         if self.report_path is not None and self.timeline is not None:
             from crawler.ops.lookup import Lookup
-            from crawler.report.render import write_report
+            from crawler.report.html import write_report
 
             settings = self.crawler.settings
             lookup = Lookup(settings, self.router, FrontierConfig.for_crawler(self.crawler),

@@ -22,7 +22,6 @@ from typing import Any
 
 from redis.exceptions import NoScriptError, ResponseError
 
-from crawler.frontier.commands import StepCommands
 from crawler.frontier.compact import BucketSizes
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.keys import FrontierKeys
@@ -43,6 +42,7 @@ from crawler.frontier.steps import (
     Touch,
     read_counts,
 )
+from crawler.frontier.wire import StepCommands
 from crawler.policy.backoff import BackoffPolicy
 from crawler.policy.memory import Admission
 from crawler.redisconn.link import AnyRedis, KeyConnection, is_slot_error, read_replies

@@ -2,7 +2,8 @@
 
 A :class:`~crawler.frontier.steps.Step` becomes one ``EVALSHA`` per script
 call (enqueues in batches of ``FRONTIER_ENQUEUE_BATCH``) and a ``ZADD XX``
-for the lease renewal, encoded once with :func:`crawler.redisconn.resp.command`;
+for the lease renewal (with an ``HSET`` naming the leases' worker), encoded once with
+:func:`crawler.redisconn.resp.command`;
 :class:`crawler.frontier.store.RedisFrontier` sends them in one pipelined
 write and reads the replies back in order.
 """
