@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from scrapy.settings import BaseSettings
 
+from crawler import defaults
 from crawler.exceptions import ConfigurationError
 from crawler.percrawler import PerCrawler
 from crawler.policy.politeness import PolitenessKey
@@ -72,9 +73,9 @@ class FrontierConfig:
     #: Cells of the in-link sketch (0: in-links not counted).
     inlink_cells: int = 0
     #: Due revisits moved into the frontier per drain call, at most.
-    due_batch: int = 500
+    due_batch: int = defaults.RECRAWL_DRAIN_BATCH
     #: A host whose next allowed time is more than this many seconds away sleeps.
-    sleep_horizon: float = 30.0
+    sleep_horizon: float = defaults.FRONTIER_SLEEP_HORIZON
     #: A host's robots.txt is its first request (the robots.txt middleware is on).
     robots_first: bool = False
     #: What one request at a time and one clock are kept for.
@@ -84,7 +85,7 @@ class FrontierConfig:
     #: Delete the crawl's keys when the worker opens (start over).
     reset_on_start: bool = False
     #: Requests with callbacks the frontier cannot store, kept in this process at most.
-    local_requests: int = 10_000
+    local_requests: int = defaults.FRONTIER_LOCAL_REQUESTS
 
     @property
     def levels(self) -> int:

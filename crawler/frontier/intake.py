@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import IgnoreRequest
 
+from crawler import defaults
 from crawler.bounded import BoundedSet
 from crawler.downloader.netguard import parse_ip
 from crawler.exceptions import CodecError, UnstorableCallbackError
@@ -76,7 +77,7 @@ class Intake:
         stats: StatsCollector,
         *,
         local_seen_size: int,
-        local_requests: int = 10_000,
+        local_requests: int = defaults.FRONTIER_LOCAL_REQUESTS,
         priority: PriorityPolicy | None = None,
         host_quality: HostQualityCache | None = None,
         clock: CrawlClock | None = None,

@@ -34,6 +34,7 @@ from scrapy import Request, Spider
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.utils.defer import deferred_from_coro
 
+from crawler import defaults
 from crawler.downloader.dns import CachingGuardedResolver, resolver_from_settings
 from crawler.exceptions import ConfigurationError, FrontierUnavailableError
 from crawler.frontier.admission import MemoryWatch
@@ -95,10 +96,10 @@ class FrontierScheduler(BaseScheduler):
         host_quality: HostQualityCache | None = None,
         clock: CrawlClock | None = None,
         mode: RecrawlMode = RecrawlMode.BATCH,
-        drain_interval: float = 5.0,
+        drain_interval: float = defaults.RECRAWL_DRAIN_INTERVAL,
         resolver: CachingGuardedResolver | None = None,
-        page_bytes: int = 300,
-        memory_interval: float = 5.0,
+        page_bytes: int = defaults.FRONTIER_PAGE_BYTES,
+        memory_interval: float = defaults.FRONTIER_MEMORY_CHECK_INTERVAL,
     ) -> None:
         self.crawler = crawler
         self.clock = clock or CrawlClock()

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.settings import BaseSettings
 
+from crawler import defaults
 from crawler.dedup.index import DedupIndex
 from crawler.exceptions import CodecError
 from crawler.frontier.codec import stored_url
@@ -106,7 +107,7 @@ class Lookup:
     job_dir: Path
     #: ``REDIS_MEMORY_LIMIT`` (bytes, 0: the server's maxmemory) and ``FRONTIER_PAGE_BYTES``: the memory admission.
     memory_limit: int = 0
-    page_bytes: int = 300
+    page_bytes: int = defaults.FRONTIER_PAGE_BYTES
     scan_limit: int = SCAN_LIMIT
 
     @property

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from crawler import defaults
 from crawler.percrawler import PerCrawler
 from crawler.policy.priority import HostQuality
 from crawler.settings_parsing import get_int
@@ -28,7 +29,7 @@ _UNKNOWN = HostQuality()
 class HostQualityCache:
     __slots__ = ("_hosts", "max_hosts")
 
-    def __init__(self, max_hosts: int = 10_000) -> None:
+    def __init__(self, max_hosts: int = defaults.PRIORITY_HOST_CACHE_SIZE) -> None:
         self.max_hosts = max_hosts
         self._hosts: dict[str, HostQuality] = {}
 

@@ -27,6 +27,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from crawler import defaults
+
 ADMIT_ALL_BELOW = 0.80
 KNOWN_HOSTS_ABOVE = 0.90
 ADMIT_NONE_ABOVE = 0.95
@@ -56,7 +58,7 @@ class MemoryPolicy:
     #: Priority levels of the frontier.
     levels: int
     #: Bytes a queued URL will take once fetched (docs/sizing.md).
-    page_bytes: int = 300
+    page_bytes: int = defaults.FRONTIER_PAGE_BYTES
 
     def admission(self, used: int, queued: int) -> Admission:
         """What to admit with ``used`` bytes in Redis and ``queued`` URLs waiting."""
