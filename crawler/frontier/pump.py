@@ -66,7 +66,6 @@ class Pump:
         *,
         shards: int,
         drain_interval: float,
-        collect: Callable[[], None],
         wake_engine: Callable[[], None],
         has_pending: Callable[[], bool],
     ) -> None:
@@ -79,7 +78,6 @@ class Pump:
         self.clock = clock
         self.shards = shards
         self.drain_interval = drain_interval
-        self._collect = collect
         self._wake_engine = wake_engine
         self._has_pending = has_pending
         self.frontiers: list[RedisFrontier] = []
@@ -109,6 +107,11 @@ class Pump:
     def poke(self) -> None:
         if self._wake is not None:
             self._wake.set()
+
+    def collect(self) -> None:
+        """Take the requests the engine has finished with as completions (acked by the next step)."""
+        if self.inhand.collect():
+            self.poke()
 
     async def stop(self) -> None:
         """End the loop (after the cycle on its way, if any)."""
@@ -202,7 +205,7 @@ class Pump:
         now = time.time()
         if not self.draining and now - self._drain_checked >= self.config.idle_poll:
             await self._check_draining(now)
-        self._collect()
+        self.collect()
         enqueues, touches = self.intake.take()
         await self.intake.resolve_groups(enqueues)
         completions = self.inhand.take_completions()
@@ -301,7 +304,7 @@ class Pump:
 
     async def flush(self) -> None:
         """The last writes of a closing worker: enqueues, acks and touches; buffered leases given back."""
-        self._collect()
+        self.collect()
         releases = self.inhand.release_buffered()
         enqueues, touches = self.intake.take()
         await self.intake.resolve_groups(enqueues)

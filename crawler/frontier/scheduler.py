@@ -128,7 +128,6 @@ class FrontierScheduler(BaseScheduler):
             host_quality=host_quality,
             clock=self.clock,
             resolver=resolver,
-            notify=self._poke,
         )
         #: What each shard last told this worker; when to ask which for URLs.
         self.pacer = ShardPacer(shards, config.idle_poll)
@@ -144,10 +143,11 @@ class FrontierScheduler(BaseScheduler):
             self.clock,
             shards=shards,
             drain_interval=drain_interval,
-            collect=self._collect_completions,
             wake_engine=self._wake_engine,
             has_pending=self.has_pending_requests,
         )
+        # New URLs wake the pump at once (the link's path: intake -> pump -> store).
+        self.intake.notify = self.pump.poke
         self._nextcall: Any = None
 
     @classmethod
@@ -335,13 +335,13 @@ class FrontierScheduler(BaseScheduler):
         """A revisit was put in the due set by this process (the recrawl pipeline):
         drain it when it is due, not at the next ``RECRAWL_DRAIN_INTERVAL``."""
         if self.pacer.revisit_scheduled(due_ms):
-            self._poke()
+            self.pump.poke()
 
     def next_request(self) -> Request | None:
         if self.intake.local:
             # Requests the frontier cannot store (callbacks that are not spider methods): this process's own.
             return self.intake.local.popleft()
-        self._collect_completions()
+        self.pump.collect()
         request = self.inhand.hand_out()
         if (
             request is None
@@ -354,13 +354,6 @@ class FrontierScheduler(BaseScheduler):
             # spin the engine and the pump against each other.
             self.pump.poke()
         return request
-
-    def _collect_completions(self) -> None:
-        if self.inhand.collect():
-            self.pump.poke()
-
-    def _poke(self) -> None:
-        self.pump.poke()
 
     def _wake_engine(self) -> None:
         if self._nextcall is not None and not self.pump.closing:
