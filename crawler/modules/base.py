@@ -1,9 +1,9 @@
-"""What a page module sees and how it follows URLs."""
+"""What a page module sees, and what it hands back: URLs to follow, or requests."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -13,24 +13,31 @@ if TYPE_CHECKING:
 
     from crawler.items import PageItem
 
-#: ``follow(urls, depth, callback=..., priority=..., meta=...)`` -> Requests to yield
-#: (empty with the frontier scheduler, which takes the URLs in bulk).
-Follow = Callable[..., Iterator["Request"]]
-
 
 @dataclass
 class Page:
     response: Response
     tree: LexborHTMLParser
     item: PageItem
-    follow: Follow
+
+
+@dataclass(frozen=True, slots=True)
+class Follow:
+    """URLs a module asks to follow: the spider sends them on (to the frontier in bulk, or as requests
+    with another scheduler), so a module never calls back into the spider."""
+
+    urls: list[str]
+    depth: int
+    callback: str = "parse"
+    priority: int = 0
+    meta: dict[str, Any] | None = field(default=None)
 
 
 class PageModule(Protocol):
     """One step after the parser. Built with ``from_crawler(crawler)``; may raise NotConfigured."""
 
-    def process(self, page: Page) -> Iterator[Request]:
-        """Read ``page.tree``, fill ``page.item``, follow URLs through ``page.follow``."""
+    def process(self, page: Page) -> Iterator[Follow | Request]:
+        """Read ``page.tree``, fill ``page.item``; yield :class:`Follow` for URLs to follow."""
         ...
 
 

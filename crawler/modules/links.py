@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Self
 
+from crawler.modules.base import Follow
 from crawler.modules.linkextractor import LinkExtractor, canonical_from_link_header
 from crawler.urls import NormalizationConfig, UrlError, normalize_url
 from crawler.urls.domains import RegisteredDomains
 
 if TYPE_CHECKING:
-    from scrapy import Request
 
     from crawler.modules.base import Page
 
@@ -34,7 +34,7 @@ class LinksModule:
     def from_crawler(cls, crawler: Any) -> Self:
         return cls(crawler)
 
-    def process(self, page: Page) -> Iterator[Request]:
+    def process(self, page: Page) -> Iterator[Follow]:
         item = page.item
         links = self.extractor.extract_tree(page.tree, item.url)
         item.outlinks = links.links
@@ -44,9 +44,9 @@ class LinksModule:
         )
         if canonical:
             yield from self._canonical(page, canonical)
-        yield from page.follow(item.outlinks, item.depth + 1)
+        yield Follow(item.outlinks, item.depth + 1)
 
-    def _canonical(self, page: Page, canonical: str) -> Iterator[Request]:
+    def _canonical(self, page: Page, canonical: str) -> Iterator[Follow]:
         item = page.item
         try:
             target, target_host = normalize_url(canonical, self.normalization)
@@ -63,4 +63,4 @@ class LinksModule:
             return
         item.primary = False
         self.stats.inc_value("canonical/followed")
-        yield from page.follow([target], item.depth)
+        yield Follow([target], item.depth)

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any, Self
 
 from scrapy.exceptions import NotConfigured
 
+from crawler.modules.base import Follow
 from crawler.modules.linkextractor import BaseUrl, resolve
 from crawler.requestmeta import EXPECTED_TYPES_META, MODULE_META
 from crawler.settings_parsing import get_bool
 
 if TYPE_CHECKING:
-    from scrapy import Request
 
     from crawler.modules.base import Page
 
@@ -34,7 +34,7 @@ class PngImagesModule:
             raise NotConfigured
         return cls()
 
-    def process(self, page: Page) -> Iterator[Request]:
+    def process(self, page: Page) -> Iterator[Follow]:
         base = BaseUrl(page.item.url)
         found = []
         for node in page.tree.css('img[src], link[rel~="icon" i][href]'):
@@ -43,7 +43,7 @@ class PngImagesModule:
             if url and url.lower().split("?", 1)[0].endswith(".png"):
                 found.append(url)
         if found:
-            yield from page.follow(
+            yield Follow(
                 list(dict.fromkeys(found)), page.item.depth + 1, callback="parse_resource",
                 meta={EXPECTED_TYPES_META: ["image/png"], MODULE_META: MODULE},
             )

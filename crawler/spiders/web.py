@@ -31,7 +31,7 @@ from crawler.bounded import BoundedSet
 from crawler.frontier.context import FrontierContext
 from crawler.httpheaders import is_html
 from crawler.items import FeedBody, page_item, set_feed_body
-from crawler.modules.base import Page, PageModule, build_modules
+from crawler.modules.base import Follow, Page, PageModule, build_modules
 from crawler.policy.recrawl import RecrawlMode
 from crawler.requestmeta import (
     FROM_SITEMAP_META,
@@ -160,9 +160,14 @@ class WebSpider(Spider):
                     yield Request(target, callback=self.parse, meta={"depth": depth, "redirect_times": hops})
         elif is_html(content_type) and response.body:
             # A page the render middleware rendered: its links and text come from the rendered DOM.
-            page = Page(response, LexborHTMLParser(item.rendered_html or response.body), item, self._follow)
+            page = Page(response, LexborHTMLParser(item.rendered_html or response.body), item)
             for module in self.modules:
-                yield from module.process(page)
+                for out in module.process(page):
+                    if type(out) is Follow:
+                        yield from self._follow(out.urls, out.depth, callback=out.callback, priority=out.priority,
+                                                meta=out.meta)
+                    else:
+                        yield out
         yield item
 
     def parse_resource(self, response: Response) -> Iterator[Any]:
