@@ -1,8 +1,9 @@
 """The Redis schema the Lua scripts share with Python, and the scripts as they are loaded.
 
-One source for each fact: the keys of a frontier shard
-(:data:`crawler.frontier.keys.SHARD_KEYS`, the duplicate index's among them)
-and the layout of a URL record (:mod:`crawler.metadata.record`).
+One source for each fact, here: the keys of a frontier shard
+(:data:`SHARD_KEYS`, the duplicate index's among them; :class:`crawler.frontier.keys.FrontierKeys`
+builds them) and the layout of a URL record (:data:`RECORD_STRUCT`;
+:mod:`crawler.metadata.record` packs it). Nothing here imports what it describes.
 :func:`compose` writes them into each script as it is loaded (as literals:
 ``K.ready`` becomes ``'ready'``; a table named on its own is defined whole):
 
@@ -22,10 +23,143 @@ leaves in Redis matches the schema.
 from __future__ import annotations
 
 import re
+import struct
+from enum import IntEnum
 from importlib import resources
+from typing import NamedTuple
 
-from crawler.frontier.keys import SHARD_KEYS
-from crawler.metadata import record
+# -- the keys of a frontier shard (crawler.frontier.keys builds them) ---------------------
+
+
+class ShardKey(NamedTuple):
+    """One key (or, with a trailing ``:``, one family of keys) of a frontier shard."""
+
+    suffix: str
+    kind: str
+    meaning: str
+    #: What the key's size grows with: "page" (crawled pages or seen URLs), "queued" (URLs waiting),
+    #: "host", "fixed" (sized once for the crawl), "crawl" (small or bounded).
+    grows: str = "crawl"
+
+
+#: The Lua name -> key of every key of a frontier shard (prefix ``frontier:{<shard tag>}:``).
+SHARD_KEYS: dict[str, ShardKey] = {
+    "bloom": ShardKey("seen:bloom", "string", "bitmap of the seen set's Bloom filter", "fixed"),
+    "seen_exact": ShardKey("seen:x:", "set", "<bucket>: 64-bit URL keys (intset), one bucket of the exact seen "
+                           "store (linear hashing, state lh:seen)", "page"),
+    "seen_count": ShardKey("seencount", "string", "URLs ever added to the seen set"),
+    "lh": ShardKey("lh:", "string", "<structure>: \"level split entries\" of a linear-hashing structure"),
+    "host_pages": ShardKey("budget:host", "hash", "host -> URLs enqueued (the per-host page budget)", "host"),
+    "domain_pages": ShardKey("budget:domain", "hash", "registered domain -> URLs enqueued", "host"),
+    "front": ShardKey("front:", "list", "<level>: \"<host> <entry>\" of one priority level (hosts without a "
+                      "back queue)", "queued"),
+    "selector": ShardKey("sel", "string", "the biased selector's round-robin counter"),
+    "queue": ShardKey("q:", "list", "<host>:<level>: the host's back queue of one level, entries (oldest at "
+                      "the right)", "queued"),
+    "active": ShardKey("active", "set", "hosts that own a back queue (ready, in flight or asleep)", "host"),
+    "ready": ShardKey("ready", "zset", "awake host -> earliest time (ms) it may be contacted", "host"),
+    "sleeping": ShardKey("sleep", "zset", "host that keeps its back queue -> wake time (ms)", "host"),
+    "parked": ShardKey("parked", "set", "sleeping hosts parked after connection failures", "host"),
+    "cool": ShardKey("cool", "zset", "host without a back queue -> next allowed time (ms)", "host"),
+    "leases": ShardKey("leases", "zset", "lease member -> expiry (ms)"),
+    "leased": ShardKey("leased", "hash", "lease number -> the entry it holds (in flight only)"),
+    "holders": ShardKey("holders", "hash", "worker -> \"<ms> <lease number>...\": the leases it held at its last "
+                        "renewal (for scrapy frontier url; one field per worker process)"),
+    "lease_sequence": ShardKey("leaseseq", "string", "the last lease (and dead letter) number given"),
+    "queued": ShardKey("queued", "string", "requests in front and back queues (not leased)"),
+    "host_delay": ShardKey("hostdelay", "hash", "host -> minimum delay (ms) from robots.txt Crawl-delay", "host"),
+    "host_throttle": ShardKey("hostthrottle", "hash", "host -> throttle level (429/503 in a row)", "host"),
+    "host_failures": ShardKey("hostfail", "hash", "host -> consecutive connection-level failures", "host"),
+    "host_robots": ShardKey("robots", "hash", "host -> time (ms) until which its robots.txt decision stands",
+                            "host"),
+    "robots_record": ShardKey("robots:", "string", "<origin>: the shared robots.txt record of an origin", "host"),
+    "sitemaps": ShardKey("sitemaps:", "set", "<host>: sitemap URLs robots.txt lists", "host"),
+    "slots": ShardKey("slots", "hash", "host -> \"<in flight> <gap ms> <last start ms>\" (only with "
+                      "FRONTIER_CONCURRENCY_PER_KEY > 1)", "host"),
+    "group": ShardKey("group", "hash", "host -> its politeness group (domain or address)", "host"),
+    "group_next": ShardKey("gnext", "hash", "politeness group -> next allowed time (ms)", "host"),
+    "group_busy": ShardKey("gbusy", "hash", "politeness group -> its host in flight (with "
+                           "FRONTIER_CONCURRENCY_PER_KEY > 1: its requests in flight)", "host"),
+    "group_wait": ShardKey("gwait:", "zset", "<group>: ready hosts waiting for their group, by time", "host"),
+    "dead": ShardKey("dead", "hash", "dead letter number -> its request", "page"),
+    "dead_info": ShardKey("deadinfo", "hash", "dead letter number -> \"host\\tlevel\\ttime\\terror\\tmessage\"",
+                          "page"),
+    "due": ShardKey("due", "zset", "bucket number -> lowest due time (crawl-clock s) it holds: the index of the "
+                    "recrawl schedule", "page"),
+    "due_bucket": ShardKey("due:", "zset", "<bucket>: URL key -> due time (crawl-clock s), one bucket of the "
+                           "recrawl schedule", "page"),
+    "due_sequence": ShardKey("dueseq", "string", "the last due bucket number given"),
+    "due_count": ShardKey("duecount", "string", "URLs in the recrawl schedule"),
+    "inlinks": ShardKey("inlinks", "string", "8-bit counters: the in-link sketch", "fixed"),
+    "host_quality": ShardKey("hostq", "hash", "\"<host>|n\", \"|e\", \"|d\" -> pages, errors, near duplicates",
+                             "host"),
+    "urls": ShardKey("url:", "hash", "<bucket>: URL key -> URL record (crawler/metadata/record.py), one bucket "
+                     "(linear hashing, state lh:url)", "page"),
+    "digests": ShardKey("dx:", "hash", "<bucket>: payload digest key -> first capture, one bucket of the exact "
+                        "duplicate index (linear hashing, state lh:dx)", "page"),
+    "near": ShardKey("nd:", "hash", "<block>:<high byte>: low byte -> SimHashes with that 16-bit block (the "
+                     "near-duplicate index)", "page"),
+    "host_ids": ShardKey("hostid", "hash", "host -> its number in the shard's URL records", "host"),
+    "host_names": ShardKey("hostname", "hash", "host number -> host", "host"),
+    "host_sequence": ShardKey("hostseq", "string", "the last host number given"),
+}
+
+#: Keys of the whole crawl, outside any shard (prefix ``frontier:{<crawl>}:``).
+CRAWL_KEYS: dict[str, ShardKey] = {
+    "meta": ShardKey("meta", "hash", "the crawl's fixed facts: layout, normalization version, shards, politeness "
+                     "key, seen set and sketch sizes"),
+    "draining": ShardKey("draining", "string", "set while the crawl drains (scrapy frontier drain)"),
+    "totals": ShardKey("totals", "hash", "every worker's counters, summed"),
+    "timeline": ShardKey("timeline", "list", "progress samples (msgpack), the newest 100,000"),
+    "workers": ShardKey("workers", "zset", "worker -> when it last reported"),
+    "render": ShardKey("render", "hash", "host or domain -> render mark: on / off (an operator's), "
+                       "js:<until ms> / static:<until ms> (detected)", "host"),
+}
+
+
+# -- the URL record's layout (crawler.metadata.record packs and reads it) ------------------
+
+RECORD_VERSION = 2
+#: The fixed head of a record, in :data:`RECORD_FIELDS` order.
+RECORD_STRUCT = struct.Struct("<BBHIIIIQ4s8sIHHHBBBBB")
+#: The same layout for the Lua ``struct`` library.
+RECORD_LUA_FORMAT = "<BBHI4I4I4I4I8c4c8I4HHHBBBBB"
+#: The head's fields, in order (``URLREC.<name>`` in the Lua prelude: positions from 1).
+RECORD_FIELDS = (
+    "version", "state", "status", "fetched_at", "first_fetch", "next_visit", "last_modified", "captured", "digest",
+    "simhash", "length", "outlinks", "observations", "changes", "level", "depth", "flags", "etag_len", "host_len",
+)
+assert len(RECORD_FIELDS) == len(RECORD_STRUCT.unpack(bytes(RECORD_STRUCT.size)))
+
+#: ``flags``: what the URL's callback is (two bits), then facts about the record.
+KIND_PARSE = 0
+KIND_SITEMAP = 1
+KIND_OTHER = 2
+KIND_MASK = 3
+FLAG_HTTPS = 4
+#: The host key is stored before the URL (it is not the start of the URL's authority).
+FLAG_HOST_APART = 8
+FLAG_DIGEST = 16
+FLAG_SIMHASH = 32
+#: The URL after its host is packed (:func:`pack_url_part`).
+FLAG_PACKED = 64
+#: In Redis, the host is the shard's 3-byte number for it (the scripts store records so, and hand
+#: them out with the host's name: Python never sees one).
+FLAG_HOST_ID = 128
+#: The names of the flags above, as the scripts know them (``URLREC_FLAG.<NAME>``).
+RECORD_FLAGS = ("KIND_PARSE", "KIND_SITEMAP", "KIND_OTHER", "KIND_MASK", "FLAG_HTTPS", "FLAG_HOST_APART",
+                "FLAG_DIGEST", "FLAG_SIMHASH", "FLAG_PACKED", "FLAG_HOST_ID")
+
+class UrlState(IntEnum):
+    QUEUED = 0
+    FETCHED = 1
+    FAILED = 2
+    DEAD = 3
+
+
+
+# -- the scripts as loaded -------------------------------------------------------------------
+
 
 
 def _lua_string(text: str) -> str:
@@ -36,17 +170,17 @@ def _tables() -> dict[str, dict[str, str]]:
     """Each schema table's names and their Lua literals."""
     return {
         "K": {name: _lua_string(key.suffix) for name, key in SHARD_KEYS.items()},
-        "URLREC": {field: str(index) for index, field in enumerate(record.RECORD_FIELDS, start=1)},
-        "URLREC_FLAG": {name: str(getattr(record, name)) for name in record.RECORD_FLAGS},
-        "URL_STATE": {state.name: str(int(state)) for state in record.UrlState},
+        "URLREC": {field: str(index) for index, field in enumerate(RECORD_FIELDS, start=1)},
+        "URLREC_FLAG": {name: str(globals()[name]) for name in RECORD_FLAGS},
+        "URL_STATE": {state.name: str(int(state)) for state in UrlState},
     }
 
 
 def _constants() -> dict[str, str]:
     return {
-        "URLREC_FORMAT": _lua_string(record.RECORD_LUA_FORMAT),
-        "URLREC_COUNT": str(len(record.RECORD_FIELDS)),
-        "URLREC_VERSION": str(record.RECORD_VERSION),
+        "URLREC_FORMAT": _lua_string(RECORD_LUA_FORMAT),
+        "URLREC_COUNT": str(len(RECORD_FIELDS)),
+        "URLREC_VERSION": str(RECORD_VERSION),
     }
 
 

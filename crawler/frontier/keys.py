@@ -1,4 +1,4 @@
-"""Every Redis key of a crawl's frontier shard, named in one place: :data:`SHARD_KEYS`.
+"""Every Redis key of a crawl's frontier shard, built from the schema's table (:data:`crawler.schema.SHARD_KEYS`).
 
 All keys of one crawl shard share one hash tag (:func:`shard_tag`), so a Lua
 script touching several of them stays within one Redis Cluster slot. Python
@@ -14,100 +14,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache, cached_property
-from typing import NamedTuple
 
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
+
+from crawler.schema import CRAWL_KEYS, SHARD_KEYS, ShardKey
+
+__all__ = ["CRAWL_KEYS", "NAMESPACE", "SHARD_KEYS", "FrontierKeys", "ShardKey", "shard_tag"]
 
 NAMESPACE = "frontier"
 #: The layout of a crawl's keys and records. A crawl started with another layout is refused
 #: (``check_crawl_metadata``): its keys would be misread.
 LAYOUT_VERSION = 2
 
-
-class ShardKey(NamedTuple):
-    """One key (or, with a trailing ``:``, one family of keys) of a frontier shard."""
-
-    suffix: str
-    kind: str
-    meaning: str
-    #: What the key's size grows with: "page" (crawled pages or seen URLs), "queued" (URLs waiting),
-    #: "host", "fixed" (sized once for the crawl), "crawl" (small or bounded).
-    grows: str = "crawl"
-
-
-#: The Lua name -> key of every key of a frontier shard (prefix ``frontier:{<shard tag>}:``).
-SHARD_KEYS: dict[str, ShardKey] = {
-    "bloom": ShardKey("seen:bloom", "string", "bitmap of the seen set's Bloom filter", "fixed"),
-    "seen_exact": ShardKey("seen:x:", "set", "<bucket>: 64-bit URL keys (intset), one bucket of the exact seen "
-                           "store (linear hashing, state lh:seen)", "page"),
-    "seen_count": ShardKey("seencount", "string", "URLs ever added to the seen set"),
-    "lh": ShardKey("lh:", "string", "<structure>: \"level split entries\" of a linear-hashing structure"),
-    "host_pages": ShardKey("budget:host", "hash", "host -> URLs enqueued (the per-host page budget)", "host"),
-    "domain_pages": ShardKey("budget:domain", "hash", "registered domain -> URLs enqueued", "host"),
-    "front": ShardKey("front:", "list", "<level>: \"<host> <entry>\" of one priority level (hosts without a "
-                      "back queue)", "queued"),
-    "selector": ShardKey("sel", "string", "the biased selector's round-robin counter"),
-    "queue": ShardKey("q:", "list", "<host>:<level>: the host's back queue of one level, entries (oldest at "
-                      "the right)", "queued"),
-    "active": ShardKey("active", "set", "hosts that own a back queue (ready, in flight or asleep)", "host"),
-    "ready": ShardKey("ready", "zset", "awake host -> earliest time (ms) it may be contacted", "host"),
-    "sleeping": ShardKey("sleep", "zset", "host that keeps its back queue -> wake time (ms)", "host"),
-    "parked": ShardKey("parked", "set", "sleeping hosts parked after connection failures", "host"),
-    "cool": ShardKey("cool", "zset", "host without a back queue -> next allowed time (ms)", "host"),
-    "leases": ShardKey("leases", "zset", "lease member -> expiry (ms)"),
-    "leased": ShardKey("leased", "hash", "lease number -> the entry it holds (in flight only)"),
-    "holders": ShardKey("holders", "hash", "worker -> \"<ms> <lease number>...\": the leases it held at its last "
-                        "renewal (for scrapy frontier url; one field per worker process)"),
-    "lease_sequence": ShardKey("leaseseq", "string", "the last lease (and dead letter) number given"),
-    "queued": ShardKey("queued", "string", "requests in front and back queues (not leased)"),
-    "host_delay": ShardKey("hostdelay", "hash", "host -> minimum delay (ms) from robots.txt Crawl-delay", "host"),
-    "host_throttle": ShardKey("hostthrottle", "hash", "host -> throttle level (429/503 in a row)", "host"),
-    "host_failures": ShardKey("hostfail", "hash", "host -> consecutive connection-level failures", "host"),
-    "host_robots": ShardKey("robots", "hash", "host -> time (ms) until which its robots.txt decision stands",
-                            "host"),
-    "robots_record": ShardKey("robots:", "string", "<origin>: the shared robots.txt record of an origin", "host"),
-    "sitemaps": ShardKey("sitemaps:", "set", "<host>: sitemap URLs robots.txt lists", "host"),
-    "slots": ShardKey("slots", "hash", "host -> \"<in flight> <gap ms> <last start ms>\" (only with "
-                      "FRONTIER_CONCURRENCY_PER_KEY > 1)", "host"),
-    "group": ShardKey("group", "hash", "host -> its politeness group (domain or address)", "host"),
-    "group_next": ShardKey("gnext", "hash", "politeness group -> next allowed time (ms)", "host"),
-    "group_busy": ShardKey("gbusy", "hash", "politeness group -> its host in flight (with "
-                           "FRONTIER_CONCURRENCY_PER_KEY > 1: its requests in flight)", "host"),
-    "group_wait": ShardKey("gwait:", "zset", "<group>: ready hosts waiting for their group, by time", "host"),
-    "dead": ShardKey("dead", "hash", "dead letter number -> its request", "page"),
-    "dead_info": ShardKey("deadinfo", "hash", "dead letter number -> \"host\\tlevel\\ttime\\terror\\tmessage\"",
-                          "page"),
-    "due": ShardKey("due", "zset", "bucket number -> lowest due time (crawl-clock s) it holds: the index of the "
-                    "recrawl schedule", "page"),
-    "due_bucket": ShardKey("due:", "zset", "<bucket>: URL key -> due time (crawl-clock s), one bucket of the "
-                           "recrawl schedule", "page"),
-    "due_sequence": ShardKey("dueseq", "string", "the last due bucket number given"),
-    "due_count": ShardKey("duecount", "string", "URLs in the recrawl schedule"),
-    "inlinks": ShardKey("inlinks", "string", "8-bit counters: the in-link sketch", "fixed"),
-    "host_quality": ShardKey("hostq", "hash", "\"<host>|n\", \"|e\", \"|d\" -> pages, errors, near duplicates",
-                             "host"),
-    "urls": ShardKey("url:", "hash", "<bucket>: URL key -> URL record (crawler/metadata/record.py), one bucket "
-                     "(linear hashing, state lh:url)", "page"),
-    "digests": ShardKey("dx:", "hash", "<bucket>: payload digest key -> first capture, one bucket of the exact "
-                        "duplicate index (linear hashing, state lh:dx)", "page"),
-    "near": ShardKey("nd:", "hash", "<block>:<high byte>: low byte -> SimHashes with that 16-bit block (the "
-                     "near-duplicate index)", "page"),
-    "host_ids": ShardKey("hostid", "hash", "host -> its number in the shard's URL records", "host"),
-    "host_names": ShardKey("hostname", "hash", "host number -> host", "host"),
-    "host_sequence": ShardKey("hostseq", "string", "the last host number given"),
-}
-
-#: Keys of the whole crawl, outside any shard (prefix ``frontier:{<crawl>}:``).
-CRAWL_KEYS: dict[str, ShardKey] = {
-    "meta": ShardKey("meta", "hash", "the crawl's fixed facts: layout, normalization version, shards, politeness "
-                     "key, seen set and sketch sizes"),
-    "draining": ShardKey("draining", "string", "set while the crawl drains (scrapy frontier drain)"),
-    "totals": ShardKey("totals", "hash", "every worker's counters, summed"),
-    "timeline": ShardKey("timeline", "list", "progress samples (msgpack), the newest 100,000"),
-    "workers": ShardKey("workers", "zset", "worker -> when it last reported"),
-    "render": ShardKey("render", "hash", "host or domain -> render mark: on / off (an operator's), "
-                       "js:<until ms> / static:<until ms> (detected)", "host"),
-}
 
 #: Slots searched for a shard's tag (see :func:`shard_tag`).
 _TAG_WINDOW = 64

@@ -18,46 +18,33 @@ shard (``url:<bucket>``, linear hashing) that stay listpacks.
 from __future__ import annotations
 
 import binascii
-import struct
 from dataclasses import dataclass
-from enum import IntEnum
 
+from crawler.schema import (
+    FLAG_DIGEST,
+    FLAG_HOST_APART,
+    FLAG_HOST_ID,
+    FLAG_HTTPS,
+    FLAG_PACKED,
+    FLAG_SIMHASH,
+    KIND_MASK,
+    KIND_OTHER,
+    KIND_PARSE,
+    KIND_SITEMAP,
+    RECORD_FIELDS,
+    RECORD_FLAGS,
+    RECORD_LUA_FORMAT,
+    RECORD_STRUCT,
+    RECORD_VERSION,
+    UrlState,
+)
 from crawler.urls.fingerprint import url_key
 
 __all__ = [
-    "RECORD_FIELDS", "RECORD_STRUCT", "RECORD_VERSION", "UrlRecord", "UrlState", "url_key",
+    "FLAG_DIGEST", "FLAG_HOST_APART", "FLAG_HOST_ID", "FLAG_HTTPS", "FLAG_PACKED", "FLAG_SIMHASH", "KIND_MASK",
+    "KIND_OTHER", "KIND_PARSE", "KIND_SITEMAP", "RECORD_FIELDS", "RECORD_FLAGS", "RECORD_LUA_FORMAT", "RECORD_STRUCT",
+    "RECORD_VERSION", "UrlRecord", "UrlState", "url_key",
 ]
-
-RECORD_VERSION = 2
-#: The fixed head of a record, in :data:`RECORD_FIELDS` order.
-RECORD_STRUCT = struct.Struct("<BBHIIIIQ4s8sIHHHBBBBB")
-#: The same layout for the Lua ``struct`` library.
-RECORD_LUA_FORMAT = "<BBHI4I4I4I4I8c4c8I4HHHBBBBB"
-#: The head's fields, in order (``URLREC.<name>`` in the Lua prelude: positions from 1).
-RECORD_FIELDS = (
-    "version", "state", "status", "fetched_at", "first_fetch", "next_visit", "last_modified", "captured", "digest",
-    "simhash", "length", "outlinks", "observations", "changes", "level", "depth", "flags", "etag_len", "host_len",
-)
-assert len(RECORD_FIELDS) == len(RECORD_STRUCT.unpack(bytes(RECORD_STRUCT.size)))
-
-#: ``flags``: what the URL's callback is (two bits), then facts about the record.
-KIND_PARSE = 0
-KIND_SITEMAP = 1
-KIND_OTHER = 2
-KIND_MASK = 3
-FLAG_HTTPS = 4
-#: The host key is stored before the URL (it is not the start of the URL's authority).
-FLAG_HOST_APART = 8
-FLAG_DIGEST = 16
-FLAG_SIMHASH = 32
-#: The URL after its host is packed (:func:`pack_url_part`).
-FLAG_PACKED = 64
-#: In Redis, the host is the shard's 3-byte number for it (the scripts store records so, and hand
-#: them out with the host's name: Python never sees one).
-FLAG_HOST_ID = 128
-#: The names of the flags above, as the scripts know them (``URLREC_FLAG.<NAME>``).
-RECORD_FLAGS = ("KIND_PARSE", "KIND_SITEMAP", "KIND_OTHER", "KIND_MASK", "FLAG_HTTPS", "FLAG_HOST_APART",
-                "FLAG_DIGEST", "FLAG_SIMHASH", "FLAG_PACKED", "FLAG_HOST_ID")
 
 #: The characters a packed URL part may hold: the 63 most common in URLs after normalization, and
 #: NUL (never in a URL), the padding. Each is mapped to a base64 digit, and base64 decoding (in C)
@@ -84,13 +71,6 @@ def unpack_url_part(packed: bytes) -> bytes:
 
 _MAX_U16 = 0xFFFF
 _MAX_U32 = 0xFFFFFFFF
-
-
-class UrlState(IntEnum):
-    QUEUED = 0
-    FETCHED = 1
-    FAILED = 2
-    DEAD = 3
 
 
 def _u16(value: int) -> int:
