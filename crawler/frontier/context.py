@@ -6,19 +6,17 @@ import that shows the edge, instead of through ``crawler.engine``. The
 frontier scheduler attaches its :class:`~crawler.frontier.intake.Intake` (links
 go straight to it) and itself (revisit hints) when it opens, and detaches them
 when it closes; without them (another scheduler, a spider used outside a
-crawl) :meth:`FrontierContext.enqueue_urls` returns None and the caller yields
-plain ``Request`` objects instead.
+crawl) :attr:`FrontierContext.intake` is None and the caller yields plain
+``Request`` objects instead.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from crawler.percrawler import PerCrawler
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-
     from scrapy.crawler import Crawler
 
     from crawler.frontier.intake import Intake
@@ -49,26 +47,10 @@ class FrontierContext:
             self._revisits = None
 
     @property
-    def attached(self) -> bool:
-        """Whether the crawl's scheduler is the frontier (open)."""
-        return self._intake is not None
-
-    def enqueue_urls(
-        self,
-        urls: Iterable[str],
-        *,
-        depth: int,
-        callback: str | None = None,
-        priority: int = 0,
-        meta: dict[str, Any] | None = None,
-        exact_seen: bool = False,
-    ) -> int | None:
-        """Send URLs to the frontier in bulk (:meth:`Intake.urls`: stored before the lease of the page
-        that found them is acked); how many were sent, None without a frontier."""
-        if self._intake is None:
-            return None
-        return self._intake.urls(urls, depth=depth, callback=callback, priority=priority, meta=meta,
-                                 exact_seen=exact_seen)
+    def intake(self) -> Intake | None:
+        """The frontier's way in for URLs (:meth:`Intake.urls`: in bulk, stored before the lease of the
+        page that found them is acked); None without the frontier scheduler (open)."""
+        return self._intake
 
     def revisit_scheduled(self, due_ms: int) -> None:
         """A revisit was scheduled by this process: the frontier drains it when due."""

@@ -354,16 +354,16 @@ class RobotsTxtMiddleware:
         if not self.sitemaps.enabled or rules.record.state is RobotsState.UNREACHABLE:
             return
         spider = self.crawler.spider
-        frontier = FrontierContext.for_crawler(self.crawler)
-        if not frontier.attached or not callable(getattr(spider, "parse_sitemap", None)):
+        intake = FrontierContext.for_crawler(self.crawler).intake
+        if intake is None or not callable(getattr(spider, "parse_sitemap", None)):
             return
         urls = rules.sitemaps(self.config.max_sitemaps)
         if not urls and self.sitemaps.fallback:
             urls = [origin + "/sitemap.xml"]
         if urls:
             self.stats.inc_value("sitemaps/listed", len(urls))
-            frontier.enqueue_urls(urls, depth=0, callback="parse_sitemap", priority=self.sitemaps.priority,
-                         meta=sitemap_meta(self.sitemaps.max_bytes), exact_seen=True)
+            intake.urls(urls, depth=0, callback="parse_sitemap", priority=self.sitemaps.priority,
+                        meta=sitemap_meta(self.sitemaps.max_bytes), exact_seen=True)
 
     def _wait_for_robots(self, request: Request, record: RobotsRecord) -> None:
         """A page of a host whose robots.txt is unreachable: wait, or give up."""

@@ -248,10 +248,9 @@ class WebSpider(Spider):
             return
         for url in new:
             emitted.add(url)
-        frontier = FrontierContext.for_crawler(self.crawler)
-        if frontier.attached:
-            frontier.enqueue_urls(new, depth=depth, callback=callback, priority=priority, meta=meta,
-                                  exact_seen=exact_seen)
+        intake = FrontierContext.for_crawler(self.crawler).intake
+        if intake is not None:
+            intake.urls(new, depth=depth, callback=callback, priority=priority, meta=meta, exact_seen=exact_seen)
             return
         method = getattr(self, callback)
         for url in new:
