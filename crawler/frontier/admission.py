@@ -44,6 +44,25 @@ class ServerFill:
         return self.memory.used / self.limit if self.limit else 0.0
 
 
+async def server_fills(client: AnyRedis, router: ShardRouter, configured_limit: int, levels: int,
+                       page_bytes: int) -> list[tuple[list[int], ServerFill]]:
+    """Each server holding the crawl's shards (each cluster primary): its shards, how full it is and
+    what it admits (``configured_limit``: REDIS_MEMORY_LIMIT, 0: its maxmemory)."""
+    by_server = await servers_of(client, [keys.leases for keys in router.keys])
+    pipe = client.pipeline(transaction=False)
+    for keys in router.keys:
+        pipe.get(keys.queued)
+    queued = [int(value or 0) for value in await pipe.execute()]
+    fills = []
+    for shards in by_server.values():
+        memory = await server_memory(client, router.keys[shards[0]].leases)
+        limit = memory.limit(configured_limit)
+        waiting = sum(queued[shard] for shard in shards)
+        admission = MemoryPolicy(limit, levels, page_bytes).admission(memory.used, waiting)
+        fills.append((shards, ServerFill(memory, limit, waiting, admission)))
+    return fills
+
+
 class MemoryWatch:
     def __init__(
         self, client: AnyRedis, router: ShardRouter, configured_limit: int, levels: int, page_bytes: int,
@@ -67,20 +86,13 @@ class MemoryWatch:
     async def refresh(self, frontiers: list[RedisFrontier], now: float) -> None:
         """Look at every server's memory and set what each shard admits."""
         self.checked = now
-        client = self.client
-        by_server = await servers_of(client, [keys.leases for keys in self.router.keys])
-        queued = await self._queued()
         servers: dict[str, ServerFill] = {}
-        for shards in by_server.values():
-            memory = await server_memory(client, self.router.keys[shards[0]].leases)
-            limit = memory.limit(self.configured_limit)
-            waiting = sum(queued[shard] for shard in shards)
-            admission = MemoryPolicy(limit, self.levels, self.page_bytes).admission(memory.used, waiting)
-            fill = ServerFill(memory, limit, waiting, admission)
-            servers[memory.server] = fill
+        for shards, fill in await server_fills(self.client, self.router, self.configured_limit, self.levels,
+                                               self.page_bytes):
+            servers[fill.memory.server] = fill
             for shard in shards:
-                frontiers[shard].admission = admission
-            self._say(memory.server, fill)
+                frontiers[shard].admission = fill.admission
+            self._say(fill.memory.server, fill)
         self.servers = servers
         fullest = self.fullest
         if fullest is not None:
@@ -89,12 +101,6 @@ class MemoryWatch:
             self.stats.set_value("redis/memory_share", round(fullest.share, 4))
             self.stats.max_value("redis/memory_used_max", fullest.memory.used)
             self.stats.set_value("redis/admission", fullest.admission.reason)
-
-    async def _queued(self) -> list[int]:
-        pipe = self.client.pipeline(transaction=False)
-        for keys in self.router.keys:
-            pipe.get(keys.queued)
-        return [int(value or 0) for value in await pipe.execute()]
 
     def _say(self, server: str, fill: ServerFill) -> None:
         reason = fill.admission.reason

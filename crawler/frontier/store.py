@@ -66,6 +66,7 @@ __all__ = [
     "Touch",
     "load_script_source",
     "read_counts",
+    "read_dead_letters",
 ]
 
 SCRIPT_NAMES = ("enqueue", "claim", "ack", "release", "revive", "drain", "touch", "schedule")
@@ -74,6 +75,27 @@ SCRIPT_NAMES = ("enqueue", "claim", "ack", "release", "revive", "drain", "touch"
 def load_script_source(name: str) -> str:
     """The source of one frontier script, with the shared helpers prepended."""
     return script_source("crawler.frontier", name)
+
+
+async def read_dead_letters(client: AnyRedis, keys: FrontierKeys, limit: int = 1000) -> list[DeadLetter]:
+    """Up to ``limit`` of a shard's dead letters (an HSCAN walk, never a blocking scan)."""
+    out: list[DeadLetter] = []
+    cursor = 0
+    while True:
+        cursor, batch = await client.hscan(keys.dead_info, cursor, count=200)
+        info: dict[bytes, bytes] = dict(batch)  # type: ignore[arg-type]
+        if info:
+            ids = list(info)
+            blobs = await client.hmget(keys.dead, ids)
+            for raw_id, blob in zip(ids, blobs):
+                if not isinstance(blob, bytes):
+                    continue
+                host, level, died, error, message = info[raw_id].decode("utf-8", "replace").split("\t", 4)
+                out.append(DeadLetter(int(raw_id), host, int(level), int(died) / 1000, error, message, blob))
+                if len(out) >= limit:
+                    return out
+        if cursor == 0:
+            return out
 
 
 class RedisFrontier:
@@ -228,23 +250,7 @@ class RedisFrontier:
 
     async def dead_letters(self, limit: int = 1000) -> list[DeadLetter]:
         """Up to ``limit`` dead letters (an HSCAN walk, never a blocking scan)."""
-        out: list[DeadLetter] = []
-        cursor = 0
-        while True:
-            cursor, batch = await self.client.hscan(self.keys.dead_info, cursor, count=200)
-            info: dict[bytes, bytes] = dict(batch)  # type: ignore[arg-type]
-            if info:
-                ids = list(info)
-                blobs = await self.client.hmget(self.keys.dead, ids)
-                for raw_id, blob in zip(ids, blobs):
-                    if not isinstance(blob, bytes):
-                        continue
-                    host, level, died, error, message = info[raw_id].decode("utf-8", "replace").split("\t", 4)
-                    out.append(DeadLetter(int(raw_id), host, int(level), int(died) / 1000, error, message, blob))
-                    if len(out) >= limit:
-                        return out
-            if cursor == 0:
-                return out
+        return await read_dead_letters(self.client, self.keys, limit)
 
     async def revive(self, entries: list[tuple[int, bytes]]) -> int:
         """Requeue dead letters by id, with a re-encoded request (or b"" to keep it)."""

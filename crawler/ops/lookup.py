@@ -31,16 +31,17 @@ from scrapy.settings import BaseSettings
 from crawler import defaults
 from crawler.dedup.index import DedupIndex
 from crawler.exceptions import CodecError
+from crawler.frontier.admission import server_fills
 from crawler.frontier.codec import stored_url
 from crawler.frontier.compact import LinearHash
 from crawler.frontier.config import MAX_LEVELS, FrontierConfig
 from crawler.frontier.keys import SHARD_KEYS
 from crawler.frontier.seen import SeenConfig
+from crawler.frontier.store import DeadLetter, read_dead_letters
 from crawler.metadata.record import UrlRecord, UrlState
 from crawler.metadata.store import UrlMetadataStore
 from crawler.policy.clock import CrawlClock
-from crawler.policy.memory import ADMIT_ALL, Admission, MemoryPolicy
-from crawler.redisconn.memory import server_memory, servers_of
+from crawler.policy.memory import ADMIT_ALL, Admission
 from crawler.redisconn.resp import text
 from crawler.robots.policy import (
     RobotsConfig,
@@ -262,13 +263,9 @@ async def _in_queues(client: AnyRedis, lookup: Lookup, keys: FrontierKeys, host:
         for position, blob in enumerate(reversed(entries)):
             if _entry_is(_raw(blob), host, url, key):
                 return {"queue": "back", "level": level, "position": position}
-    for level in range(min(lookup.config.levels, MAX_LEVELS)):
-        entries = await client.lrange(keys.front(level), -limit, -1)
-        prefix = host.encode() + b" "
-        for position, blob in enumerate(reversed(entries)):
-            blob = _raw(blob)
-            if blob.startswith(prefix) and _entry_is(blob[len(prefix):], host, url, key):
-                return {"queue": "front", "level": level, "position": position}
+    for level, position, entry in await _front_entries(client, lookup, keys, host):
+        if _entry_is(entry, host, url, key):
+            return {"queue": "front", "level": level, "position": position}
     return None
 
 
@@ -296,23 +293,17 @@ async def _in_leases(client: AnyRedis, lookup: Lookup, keys: FrontierKeys, host:
     return None
 
 
+def _letter(letter: DeadLetter) -> dict[str, Any]:
+    return {"id": letter.request_id, "level": letter.level, "at": _iso(letter.died_at), "error": letter.error,
+            "message": letter.message}
+
+
 async def _in_dead_letters(client: AnyRedis, lookup: Lookup, keys: FrontierKeys, url: str,
                            key: int) -> dict[str, Any] | None:
-    cursor, read = 0, 0
-    while True:
-        cursor, batch = await client.hscan(keys.dead_info, cursor, count=200)
-        info: dict[Any, Any] = dict(batch)  # type: ignore[arg-type]
-        if info:
-            ids = list(info)
-            for raw_id, blob in zip(ids, await client.hmget(keys.dead, ids), strict=True):
-                if isinstance(blob, bytes):
-                    host, level, died, error, message = text(info[raw_id]).split("\t", 4)
-                    if _entry_is(blob, host, url, key):
-                        return {"id": int(raw_id), "level": int(level), "at": _iso(int(died) / 1000),
-                                "error": error, "message": message}
-            read += len(ids)
-        if cursor == 0 or read >= lookup.scan_limit:
-            return None
+    for letter in await read_dead_letters(client, keys, lookup.scan_limit):
+        if _entry_is(letter.blob, letter.host, url, key):
+            return _letter(letter)
+    return None
 
 
 async def _admission_refusal(client: AnyRedis, lookup: Lookup, keys: FrontierKeys, host: str) -> dict[str, str] | None:
@@ -331,16 +322,9 @@ async def _admission_refusal(client: AnyRedis, lookup: Lookup, keys: FrontierKey
 
 
 async def _memory_admission(client: AnyRedis, lookup: Lookup, keys: FrontierKeys) -> Admission:
-    """What the server holding ``keys``' shard admits now (the policy the workers apply, from the same figures)."""
-    memory = await server_memory(client, keys.leases)
-    limit = memory.limit(lookup.memory_limit)
-    if not limit:
-        return ADMIT_ALL
-    router = lookup.router
-    by_server = await servers_of(client, [shard_keys.leases for shard_keys in router.keys])
-    shards = next((group for group in by_server.values() if keys.shard in group), [keys.shard])
-    queued = sum([int(await client.get(router.keys[shard].queued) or 0) for shard in shards])
-    return MemoryPolicy(limit, lookup.config.levels, lookup.page_bytes).admission(memory.used, queued)
+    """What the server holding ``keys``' shard admits now: what the workers' memory watch computes."""
+    fills = await server_fills(client, lookup.router, lookup.memory_limit, lookup.config.levels, lookup.page_bytes)
+    return next((fill.admission for shards, fill in fills if keys.shard in shards), ADMIT_ALL)
 
 
 async def _fetch_of(client: AnyRedis, lookup: Lookup, keys: FrontierKeys, record: UrlRecord) -> dict[str, Any]:
@@ -456,7 +440,7 @@ async def host_answer(client: AnyRedis, lookup: Lookup, host_or_url: str) -> dic
     members: list[Any] = await client.zrange(keys.leases, 0, -1)
     in_flight = [text(member) for member in members if text(member).rsplit(" ", 1)[-1] == host]
     queued = {str(level): int(n) for level, n in enumerate(lengths) if int(n)}
-    front = await _front_entries(client, lookup, keys, host) if not active else 0
+    front = len(await _front_entries(client, lookup, keys, host)) if not active else 0
     pages, errors, near = (int(v or 0) for v in quality)
     origins = [origin_of(given)] if "://" in given else [f"https://{host}", f"http://{host}"]
     robots = await _host_robots(client, lookup, keys, origins)
@@ -557,30 +541,25 @@ async def _host_robots(client: AnyRedis, lookup: Lookup, keys: FrontierKeys, ori
             "note": "no robots.txt record: fetched first when the host is next claimed"}
 
 
-async def _front_entries(client: AnyRedis, lookup: Lookup, keys: FrontierKeys, host: str) -> int:
-    """URLs of ``host`` in the front queues (the last ``scan_limit`` entries of each level read)."""
+async def _front_entries(client: AnyRedis, lookup: Lookup, keys: FrontierKeys,
+                         host: str) -> list[tuple[int, int, bytes]]:
+    """``host``'s entries in the front queues: (level, entries ahead of it, entry without the host), of
+    the last ``scan_limit`` entries of each level."""
     prefix = host.encode() + b" "
-    count = 0
+    found = []
     for level in range(min(lookup.config.levels, MAX_LEVELS)):
         entries = await client.lrange(keys.front(level), -lookup.scan_limit, -1)
-        count += sum(1 for entry in entries if _raw(entry).startswith(prefix))
-    return count
+        for position, entry in enumerate(reversed(entries)):
+            entry = _raw(entry)
+            if entry.startswith(prefix):
+                found.append((level, position, entry[len(prefix):]))
+    return found
 
 
 async def _dead_letters_of(client: AnyRedis, keys: FrontierKeys, host: str, limit: int) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    cursor, read = 0, 0
-    while True:
-        cursor, batch = await client.hscan(keys.dead_info, cursor, count=500)
-        for raw_id, info in dict(batch).items():  # type: ignore[arg-type]
-            their_host, level, died, error, message = text(info).split("\t", 4)
-            if their_host == host:
-                out.append({"id": int(raw_id), "level": int(level), "at": _iso(int(died) / 1000), "error": error,
-                            "message": message})
-        read += len(batch)
-        if cursor == 0 or read >= SCAN_LIMIT:
-            break
-    return sorted(out, key=lambda letter: letter["at"] or "", reverse=True)[:limit]
+    """The newest ``limit`` dead letters of ``host`` (of the first SCAN_LIMIT read)."""
+    letters = [letter for letter in await read_dead_letters(client, keys, SCAN_LIMIT) if letter.host == host]
+    return [_letter(letter) for letter in sorted(letters, key=lambda letter: letter.died_at, reverse=True)[:limit]]
 
 
 # -- the answers as text ----------------------------------------------------------------------
