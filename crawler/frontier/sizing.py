@@ -33,6 +33,11 @@ if TYPE_CHECKING:
 WORKING_ROOM = 16 * 1024 * 1024
 
 
+def shard_fixed_bytes(bloom_bits: int, inlink_cells: int) -> int:
+    """Bytes one shard holds whatever the crawl's size: its Bloom filter and in-link sketch."""
+    return bloom_bits // 8 + inlink_cells
+
+
 @dataclass(frozen=True)
 class CrawlSizes:
     #: Each shard's seen set (its Bloom filter).
@@ -44,7 +49,7 @@ class CrawlSizes:
 
     def fixed_bytes(self, shards: int) -> int:
         """Bytes the Bloom filters and sketches of ``shards`` shards take."""
-        return shards * (self.seen.bloom_bits // 8 + self.inlink_cells)
+        return shards * shard_fixed_bytes(self.seen.bloom_bits, self.inlink_cells)
 
 
 def _int(value: object) -> int | None:

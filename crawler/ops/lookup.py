@@ -144,7 +144,8 @@ async def url_answer(client: AnyRedis, lookup: Lookup, url: str) -> dict[str, An
     keys = lookup.router.keys[shard]
     answer.update(normalized=normalized, host=host, fingerprint=fingerprint.hex(), key=key, shard=shard)
     meta = {text(k): text(v) for k, v in (await client.hgetall(lookup.router.crawl_keys.crawl_key("meta"))).items()}
-    seen = await _seen(client, lookup, keys, fingerprint, key, meta)
+    positions = _positions(lookup, fingerprint, meta)
+    seen = await _seen(client, keys, positions, key)
     answer["seen"] = seen
     robots = await _robots(client, lookup, keys, normalized)
     answer["robots"] = robots
@@ -170,7 +171,7 @@ async def url_answer(client: AnyRedis, lookup: Lookup, url: str) -> dict[str, An
     answer.update(status=status.value, refused_by=refused_by, queued=queued, leased=leased, dead_letter=dead)
     answer["last_fetch"] = await _fetch_of(client, lookup, keys, record) if record is not None else None
     answer["recrawl"] = _recrawl_of(record, lookup) if record is not None else None
-    answer["inlinks"] = await _inlinks(client, lookup, keys, fingerprint, meta)
+    answer["inlinks"] = await _inlinks(client, keys, positions, meta)
     answer["warc"] = _warc_records(lookup, normalized)
     answer["duplicate_of"] = await _duplicate_of(client, lookup, normalized, answer["warc"])
     return answer
@@ -194,18 +195,20 @@ async def _duplicate_of(client: AnyRedis, lookup: Lookup, url: str, warc: dict[s
     return {"url": first[0], "captured": first[1], "digest": newest["digest"]}
 
 
-def _seen_config(lookup: Lookup, bits: int) -> SeenConfig:
-    """The crawl's seen set: its recorded size, hashed as its workers hash (from the same settings)."""
-    planned = SeenConfig.from_settings(lookup.settings)
-    return SeenConfig.of_bits(planned.expected_urls, planned.false_positive_rate, bits)
-
-
-async def _seen(client: AnyRedis, lookup: Lookup, keys: FrontierKeys, fingerprint: bytes, key: int,
-                meta: dict[str, str]) -> dict[str, Any]:
+def _positions(lookup: Lookup, fingerprint: bytes, meta: dict[str, str]) -> bytes:
+    """The URL's Bloom filter positions (which the in-link sketch uses too), hashed as the workers hash
+    for the seen set's recorded size; empty without one."""
     bits = int(meta.get("bloom_bits") or 0)
+    if not bits:
+        return b""
+    planned = SeenConfig.from_settings(lookup.settings)
+    seen = SeenConfig.of_bits(planned.expected_urls, planned.false_positive_rate, bits)
+    return bloom_positions(fingerprint, bits, seen.bloom_hashes)
+
+
+async def _seen(client: AnyRedis, keys: FrontierKeys, positions: bytes, key: int) -> dict[str, Any]:
     bloom = None
-    if bits:
-        positions = bloom_positions(fingerprint, bits, _seen_config(lookup, bits).bloom_hashes)
+    if positions:
         pipe = client.pipeline(transaction=False)
         for j in range(0, len(positions), 4):
             pipe.getbit(keys.bloom, int.from_bytes(positions[j:j + 4], "little"))
@@ -353,12 +356,10 @@ def _recrawl_of(record: UrlRecord, lookup: Lookup) -> dict[str, Any]:
     }
 
 
-async def _inlinks(client: AnyRedis, lookup: Lookup, keys: FrontierKeys, fingerprint: bytes,
-                   meta: dict[str, str]) -> int | None:
-    cells, bits = int(meta.get("inlink_cells") or 0), int(meta.get("bloom_bits") or 0)
-    if not cells or not bits:
+async def _inlinks(client: AnyRedis, keys: FrontierKeys, positions: bytes, meta: dict[str, str]) -> int | None:
+    cells = int(meta.get("inlink_cells") or 0)
+    if not cells or not positions:
         return None
-    positions = bloom_positions(fingerprint, bits, _seen_config(lookup, bits).bloom_hashes)
     args: list[Any] = []
     for j in range(0, min(16, len(positions)), 4):
         args += ["GET", "u8", f"#{int.from_bytes(positions[j:j + 4], 'little') % cells}"]

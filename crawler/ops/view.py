@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from crawler.frontier.config import MAX_LEVELS
 from crawler.frontier.shards import ShardRouter
+from crawler.frontier.sizing import shard_fixed_bytes
 from crawler.frontier.store import FrontierCounts, read_counts
 from crawler.ops.figures import FrontierFigures, ServerFigures
 from crawler.redisconn.memory import server_memory, servers_of
@@ -32,7 +33,7 @@ async def frontier_figures(client: AnyRedis, router: ShardRouter, memory_limit: 
     read_at = time.time()
     shards = [await read_counts(client, keys) for keys in router.keys]
     meta = await client.hmget(router.crawl_keys.crawl_key("meta"), ["bloom_bits", "inlink_cells"])
-    per_shard = int(meta[0] or 0) // 8 + int(meta[1] or 0)
+    per_shard = shard_fixed_bytes(int(meta[0] or 0), int(meta[1] or 0))
     used = limit = 0
     share = 0.0
     servers = []
