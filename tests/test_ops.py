@@ -9,6 +9,7 @@ import subprocess
 import time
 import urllib.request
 import zlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,16 @@ from prometheus_client import CollectorRegistry, generate_latest
 from crawler.extensions.metrics import CrawlCollector
 from crawler.extensions.progress import ticks
 from crawler.frontier.keys import FrontierKeys
-from crawler.ops.figures import FrontierFigures, Progress, delta, latency_buckets, progress_line, totals_from_stats
+from crawler.ops.figures import (
+    MIN_RECORDS_FOR_TIME,
+    FrontierFigures,
+    Progress,
+    ServerFigures,
+    delta,
+    latency_buckets,
+    progress_line,
+    totals_from_stats,
+)
 from crawler.ops.timeline import Sample
 from crawler.report.html import ReportData, bucket, render
 from support.mockweb import WebSpec, free_port
@@ -124,6 +134,26 @@ def test_report_is_self_contained_and_escapes_names() -> None:
     assert "c&lt;1&gt;" in html and "c<1>" not in html
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html), "no external resource"
     assert "<script" not in html
+
+
+def test_hours_to_the_memory_limit_per_server_and_not_before_enough_pages() -> None:
+    # Two primaries: 20,000 records each, 1 GiB limits, 100 MiB of fixed costs each.
+    mib = 2**20
+    full = ServerFigures("a:1", 600 * mib, 1024 * mib, 20_000, 100 * mib)
+    roomy = ServerFigures("b:1", 300 * mib, 1024 * mib, 20_000, 100 * mib)
+    figures = FrontierFigures(records=40_000, memory_used=900 * mib, memory_limit=2048 * mib,
+                              memory_share=600 / 1024, servers=(full, roomy), growth=10.0)
+    # Server a grows 500 MiB over the crawl's 40,000 records: 424 MiB left at 10 records/s.
+    assert full.seconds_to_limit(10.0, 40_000) == pytest.approx(424 / (500 / 40_000 * 10))
+    assert figures.hours_to_limit() == pytest.approx(424 / (500 / 40_000 * 10) / 3600)
+    assert figures.hours_to_limit(20.0) == pytest.approx(figures.hours_to_limit() / 2)
+    assert f"{figures.hours_to_limit():,.1f} h to the limit at this rate" in figures.memory_text()
+    assert full.as_dict(10.0, 40_000)["bytes_per_page"] == round(500 * mib / 20_000, 1)
+    # Not told without a limit, a rate, or before enough pages to tell.
+    assert ServerFigures("c:1", 600 * mib, 0, 20_000, 0).seconds_to_limit(10.0, 40_000) is None
+    assert full.seconds_to_limit(0.0, 40_000) is None
+    early = replace(figures, records=MIN_RECORDS_FOR_TIME - 1)
+    assert early.hours_to_limit() is None and "h to the limit" not in early.memory_text()
 
 
 def test_a_report_lists_the_hosts_to_look_at_with_their_answers() -> None:

@@ -74,6 +74,11 @@ def delta(now: Mapping[str, float], before: Mapping[str, float]) -> dict[str, fl
     return {key: value - before.get(key, 0) for key, value in now.items() if value != before.get(key, 0)}
 
 
+#: URL records before which the time to the memory limit is not told: at the start of a crawl its
+#: queues and hosts dwarf its records, and bytes per record say nothing yet of what a page costs.
+MIN_RECORDS_FOR_TIME = 10_000
+
+
 @dataclass(frozen=True)
 class ServerFigures:
     """One server (one cluster primary) holding some of the crawl's shards."""
@@ -94,9 +99,10 @@ class ServerFigures:
     def seconds_to_limit(self, rate: float, records: int) -> float | None:
         """Seconds until this server reaches its limit at ``rate`` pages per second over the whole
         crawl (of ``records`` so far), if its shards keep their share of the pages and their bytes
-        per page (fixed costs apart); None without a limit, a rate or pages."""
+        per page (fixed costs apart); None without a limit or a rate, or before MIN_RECORDS_FOR_TIME
+        records."""
         growing = self.used - self.fixed
-        if not self.limit or rate <= 0 or not records or growing <= 0:
+        if not self.limit or rate <= 0 or records < MIN_RECORDS_FOR_TIME or growing <= 0:
             return None
         return max(0.0, (self.limit - self.used) / (growing / records * rate))
 
