@@ -209,3 +209,49 @@ def test_the_duplicate_index_finds_duplicates_across_hosts_and_shards(redis_serv
             await client.aclose()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("shards", [1, 4])
+def test_the_duplicate_check_writes_a_url_record_only_when_no_metadata_pipeline_does(
+        redis_server: RedisServer, shards: int) -> None:
+    """With the URL metadata pipeline on (``write_records=False``) the check writes no URL record (the
+    pipeline's, written after it, names the first capture); without it the check writes the page's
+    record itself, so a later duplicate is named either way. A duplicate of a page whose record was
+    never written is stored in full (unresolved), never named wrongly."""
+    from crawler.dedup.index import DedupIndex
+    from crawler.metadata.store import UrlMetadataStore, UrlRecord, UrlState
+    from crawler.warc.records import payload_digest
+
+    router = ShardRouter(f"dedup-records-{shards}-{random.getrandbits(32)}", shards)
+
+    async def main() -> None:
+        client = Redis.from_url(redis_server.url)
+        meta = UrlMetadataStore(client, router)
+        await meta.open()
+        indexes = {mode: DedupIndex(client, router, 3, write_records=mode) for mode in (True, False)}
+        for index in indexes.values():
+            await index.open()
+        try:
+            for mode, index in indexes.items():
+                first, host = f"http://first-{mode}.example/page", f"first-{mode}.example"
+                digest = payload_digest(first.encode())
+                verdict = await index.check(first, host, digest, "2026-12-01T00:00:00.123456Z", None)
+                assert verdict.duplicate_of is None
+                written = await meta.get(first, host)
+                assert (written is not None) == mode, f"write_records={mode}: record {written}"
+                if not mode:
+                    # Before the metadata pipeline wrote it: a copy cannot name it yet.
+                    early = await index.check(f"http://early.example/{mode}", "early.example", digest,
+                                              "2026-12-01T00:00:01Z", None)
+                    assert (early.duplicate_of, early.unresolved) == (None, True)
+                    await meta.record(first, host, UrlRecord(UrlState.FETCHED, 10, 200, url=first, host=host))
+                copy = await index.check(f"http://copy.example/{mode}", "copy.example", digest,
+                                         "2026-12-01T00:00:02Z", None)
+                assert copy.duplicate_of == (first, "2026-12-01T00:00:00.123456Z")
+        finally:
+            for index in indexes.values():
+                await index.close()
+            await meta.close()
+            await client.aclose()
+
+    asyncio.run(main())

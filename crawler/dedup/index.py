@@ -7,8 +7,14 @@ number and high byte pick. Per distinct payload it keeps 12 bytes of the
 digest, the URL key and shard of the first capture and its time (``dx:``,
 about 35 bytes with its listpack field); per SimHash 8 bytes under each block
 (``nd:``), and under block 0 the URL key and shard too (about 45 bytes in
-all). A duplicate's URL is read from its URL record, which the check writes
-first for the page (its URL only) when the URL has none yet.
+all). A duplicate's URL is read from its URL record: the URL metadata
+pipeline's, written moments after the check; without that pipeline
+(``write_records``) the check writes one first for the page (its URL only)
+when the URL has none yet. Two copies of a payload checked within those
+moments, or a page whose worker died between the two, leave a duplicate
+whose first capture cannot be named yet: it is stored in full
+(``dedup/unresolved``), and the record is there from the next fetch of that
+URL on.
 
 On one shard (one Redis, the default) a page costs one script call, atomic as
 a whole; on several, the digest's shard first (with the page's record), then
@@ -59,8 +65,10 @@ def _record_url(packed: bytes) -> str | None:
 
 class DedupIndex:
     def __init__(self, client: AnyRedis, router: ShardRouter, max_distance: int,
-                 sizes: BucketSizes | None = None) -> None:
+                 sizes: BucketSizes | None = None, *, write_records: bool = True) -> None:
         self.router = router
+        #: Write the page's URL record (its URL only) before indexing it: no other pipeline does.
+        self.write_records = write_records
         self.scripts = BatchedScripts(client, {
             "dedup": script_source("crawler.dedup", "dedup"),
             "record": script_source("crawler.metadata", "record"),
@@ -122,17 +130,17 @@ class DedupIndex:
         own_shard = self.router.shard_of(host)
         ref = own.to_bytes(8, "big", signed=True) + own_shard.to_bytes(2, "big")
         capture = raw[8:12] + ref + micros_of_warc_date(date).to_bytes(8, "big")
-        own_record = UrlRecord(UrlState.QUEUED, 0, url=url, host=host).pack()
+        own_record = UrlRecord(UrlState.QUEUED, 0, url=url, host=host).pack() if self.write_records else b""
         packed_simhash = b"" if simhash is None else simhash.to_bytes(8, "big")
         count = self.router.count
         if count == 1:
             first, first_url, near, distance, near_ref, near_url = await self._call(
                 0, digest_key, capture, packed_simhash, "0123" if simhash is not None else "", _CHECK_ADD, ref,
-                own, own_record)
+                own if own_record else "", own_record)
             return await self._verdict(first, first_url, near, int(distance), near_ref, near_url)
         # Several shards: the page's record, then the digest (with the blocks held there), then the rest.
         digest_shard = self.digest_shard(raw)
-        if own_shard != digest_shard:
+        if own_record and own_shard != digest_shard:
             await self._call(own_shard, own_key=own, own_record=own_record)
         by_shard: dict[int, str] = defaultdict(str)
         if simhash is not None:
@@ -140,7 +148,7 @@ class DedupIndex:
                 by_shard[self.block_shard(simhash, block)] += str(block)
         first, first_url, near, distance, near_ref, near_url = await self._call(
             digest_shard, digest_key, capture, packed_simhash, by_shard.pop(digest_shard, ""), _CHECK, ref,
-            own if own_shard == digest_shard else "", own_record if own_shard == digest_shard else b"")
+            own if own_record and own_shard == digest_shard else "", own_record if own_shard == digest_shard else b"")
         if first:
             return await self._verdict(first, first_url, b"", -1, b"", b"")
         candidates = [(int(distance), near, near_ref, near_url)] if near else []

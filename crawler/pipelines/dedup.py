@@ -40,8 +40,10 @@ logger = logging.getLogger(__name__)
 
 class DedupPipeline:
     def __init__(self, provider: RedisProvider, router: ShardRouter, distance: int, stats: Any,
-                 normalization: NormalizationConfig = DEFAULT_NORMALIZATION) -> None:
+                 normalization: NormalizationConfig = DEFAULT_NORMALIZATION, *, write_records: bool = True) -> None:
         self.provider = provider
+        #: Whether the check writes a page's URL record (no URL metadata pipeline writes it).
+        self.write_records = write_records
         self.router = router
         self.normalization = normalization
         self.distance = distance
@@ -63,7 +65,8 @@ class DedupPipeline:
                            "and xxhash.h, Debian's libxxhash-dev; `make venv` or `pip install` builds it). Same "
                            "fingerprints, about 0.2 ms more CPU per page.")
         pipeline = cls(RedisProvider.for_crawler(crawler), ShardRouter.for_crawler(crawler), distance, crawler.stats,
-                       NormalizationConfig.from_settings(crawler.settings))
+                       NormalizationConfig.from_settings(crawler.settings),
+                       write_records=not get_bool(crawler.settings, "METADATA_ENABLED"))
         Archive.for_crawler(crawler).join(pipeline)
         return pipeline
 
@@ -73,7 +76,7 @@ class DedupPipeline:
 
     async def _open(self, client: AnyRedis) -> DedupIndex:
         sizes = await bucket_sizes(client, self.router.keys[0].leases, external=False)
-        index = DedupIndex(client, self.router, self.distance, sizes)
+        index = DedupIndex(client, self.router, self.distance, sizes, write_records=self.write_records)
         await index.open()
         return index
 

@@ -12,9 +12,9 @@
 --   SimHash (in block 0);
 -- ARGV[9]: the reference stored with block 0: URL key (8 bytes) and shard (uint16);
 -- ARGV[10], ARGV[11]: exact-index and URL-record entries per bucket (linear hashing);
--- ARGV[12], ARGV[13]: the page's own URL key and a record of its URL ('' = not in this shard):
+-- ARGV[12], ARGV[13]: the page's own URL key and a record of its URL ('' = not written here):
 --   written first if the URL has no record yet, so that a duplicate found
---   later can always name it.
+--   later can always name it (only when no URL-record pipeline writes it).
 -- Exact: the first capture of a payload digest is recorded; a later one gets
 -- it back (a revisit); the 4 more digest bytes must match too (96 bits).
 -- Near: the 64-bit SimHash is cut into 4 blocks of 16 bits; two hashes within
@@ -32,16 +32,26 @@ local digest_key, capture = ARGV[3], ARGV[4]
 local simhash, blocks, max_distance, mode = ARGV[5], ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
 local ref = ARGV[9]
 local digests = lh_open(P, 'dx', P .. K.digests, 'hash', tonumber(ARGV[10]))
-local records = urls_open(P, tonumber(ARGV[11]))
 local own_key, own_record = ARGV[12], ARGV[13]
+-- The URL records' state, read when first needed (most pages need none).
+local records
+local function opened()
+  if not records then
+    records = urls_open(P, tonumber(ARGV[11]))
+  end
+  return records
+end
 
 local function finish(...)
   lh_close(digests)
-  lh_close(records)
+  if records then
+    lh_close(records)
+  end
   return {...}
 end
 
 if own_key ~= '' then
+  local records = opened()
   -- As Python packed it (the host by name): the metadata script stores the full record, the
   -- host by number, moments later.
   if redis.call('HSETNX', lh_key(records, low24(own_key)), own_key, own_record) == 1 then
@@ -56,7 +66,7 @@ local function url_of(reference)
     return ''
   end
   local key = int64_decimal(string.sub(reference, 1, 8))
-  local packed = redis.call('HGET', lh_key(records, low24(key)), key)
+  local packed = redis.call('HGET', lh_key(opened(), low24(key)), key)
   return packed and record_external(P, packed) or ''
 end
 
