@@ -564,10 +564,10 @@ def test_a_script_is_loaded_with_the_schema_as_literals_and_only_the_helpers_it_
     schema does not have."""
     from crawler.schema import compose, script_source
 
-    source = compose("#!lua", "return {P .. K.ready, URLREC.flags, low24(ARGV[1])}")
+    source = compose("#!lua", "return {P .. K.ready, URLREC.flags, lh_hash(ARGV[1])}")
     assert source.startswith("#!lua\n")
     assert "'ready'" in source and "K.ready" not in source and "local K =" not in source
-    assert "local function low24" in source and "local LH_MOD" in source  # low24 needs LH_MOD
+    assert "local function lh_hash" in source and "local LH_MOD" in source  # lh_hash needs LH_MOD
     assert "local function due_insert" not in source and "local function lh_close" not in source
     schedule = script_source("crawler.frontier", "schedule")
     for helper in ("due_insert", "due_find", "due_remove", "record_unpack", "record_pack", "lh_key", "fmt"):

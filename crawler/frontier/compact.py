@@ -22,6 +22,7 @@ external server lacks (the crawl still runs; its state takes more room); both in
 from __future__ import annotations
 
 import logging
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,13 +33,16 @@ from crawler.redisconn.encodings import server_config_problems
 
 logger = logging.getLogger(__name__)
 
-#: Low 24 bits of a URL key: the hash linear hashing uses (``low24`` in ``lua/common.lua``).
+#: Linear hashing's hashes are below 2^24 (``lh_hash`` in ``lua/common.lua``).
 LH_MOD = 1 << 24
+#: A linear-hashing state as stored: level, split pointer, entries (``LH_STATE`` in ``lua/common.lua``).
+LH_STATE = struct.Struct(">BIQ")
 
 
-def low24(key: int) -> int:
-    """The low 24 bits of a signed 64-bit key (two's complement)."""
-    return key & (LH_MOD - 1)
+def lh_hash(key: int) -> int:
+    """The hash linear hashing files a 64-bit URL key by: its absolute value's last 9 decimal digits,
+    mod 2^24 (the scripts take it from the key's decimal form with one number conversion)."""
+    return abs(key) % 1_000_000_000 % LH_MOD
 
 
 @dataclass(frozen=True)
@@ -50,12 +54,18 @@ class LinearHash:
     entries: int = 0
 
     @classmethod
-    def parse(cls, raw: bytes | str | None) -> LinearHash:
+    def parse(cls, raw: object) -> LinearHash:
+        """The state as the scripts store it (``LH_STATE``, read with ``decode_responses=False``);
+        none yet: empty."""
         if not raw:
             return cls()
-        text = raw.decode() if isinstance(raw, bytes) else raw
-        level, split, entries = (int(part) for part in text.split())
+        if not isinstance(raw, bytes):
+            raise TypeError(f"a linear-hashing state is bytes, got {type(raw).__name__}")
+        level, split, entries = LH_STATE.unpack(raw)
         return cls(level, split, entries)
+
+    def pack(self) -> bytes:
+        return LH_STATE.pack(self.level, self.split, self.entries)
 
     @property
     def buckets(self) -> int:
@@ -63,7 +73,7 @@ class LinearHash:
 
     def bucket(self, key: int) -> int:
         """The bucket of a 64-bit key."""
-        h = low24(key)
+        h = lh_hash(key)
         size = 1 << self.level
         bucket = h % size
         if bucket < self.split:

@@ -23,8 +23,10 @@ __all__ = ["CRAWL_KEYS", "NAMESPACE", "SHARD_KEYS", "FrontierKeys", "ShardKey", 
 
 NAMESPACE = "frontier"
 #: The layout of a crawl's keys and records. A crawl started with another layout is refused
-#: (``check_crawl_metadata``): its keys would be misread.
-LAYOUT_VERSION = 2
+#: (``check_crawl_metadata``): its keys would be misread. 1: one key per URL, host and
+#: duplicate; 2: compact (linear hashing by the low 24 bits of a URL key, states "L s n");
+#: 3: linear hashing by the key's last 9 decimal digits, binary states.
+LAYOUT_VERSION = 3
 
 
 #: Slots searched for a shard's tag (see :func:`shard_tag`).

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from crawler.frontier.compact import BucketSizes, low24
+from crawler.frontier.compact import BucketSizes, lh_hash
 from crawler.frontier.config import worker_name
 from crawler.frontier.steps import ClaimResult, DrainResult, Lease, StepResult
 from crawler.policy.memory import ADMIT_ALL, Admission
@@ -92,7 +92,7 @@ class StepCommands:
                 args: list[Any] = list(head)
                 for e in enqueues[start : start + batch]:
                     offsets = unpack(e.bloom_positions)
-                    args += (e.key, low24(e.key), e.host, e.domain, e.level, e.flags, e.blob)
+                    args += (e.key, lh_hash(e.key), e.host, e.domain, e.level, e.flags, e.blob)
                     if grouping == 2:
                         args.append(e.group or e.host)
                     args += offsets

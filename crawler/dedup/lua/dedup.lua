@@ -54,7 +54,7 @@ if own_key ~= '' then
   local records = opened()
   -- As Python packed it (the host by name): the metadata script stores the full record, the
   -- host by number, moments later.
-  if redis.call('HSETNX', lh_key(records, low24(own_key)), own_key, own_record) == 1 then
+  if redis.call('HSETNX', lh_key(records, lh_hash(own_key)), own_key, own_record) == 1 then
     records.added = 1
   end
 end
@@ -66,12 +66,12 @@ local function url_of(reference)
     return ''
   end
   local key = int64_decimal(string.sub(reference, 1, 8))
-  local packed = redis.call('HGET', lh_key(opened(), low24(key)), key)
+  local packed = redis.call('HGET', lh_key(opened(), lh_hash(key)), key)
   return packed and record_external(P, packed) or ''
 end
 
 if digest_key ~= '' then
-  local bucket = lh_key(digests, low24(digest_key))
+  local bucket = lh_key(digests, lh_hash(digest_key))
   local first = redis.call('HGET', bucket, digest_key)
   if first and string.sub(first, 1, 4) == string.sub(capture, 1, 4) then
     return finish(first, url_of(string.sub(first, 5, 14)), '', -1, '', '')

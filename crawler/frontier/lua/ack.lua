@@ -75,7 +75,7 @@ end
 local function resolved(entry)
   if entry and string.byte(entry, 1) == 64 then
     local key = string.sub(entry, 2)
-    local record = redis.call('HGET', lh_key(records, low24(key)), key)
+    local record = redis.call('HGET', lh_key(records, lh_hash(key)), key)
     return record and ('#' .. record_external(P, record)) or ''
   end
   return entry or ''
@@ -185,7 +185,7 @@ local function complete(i, leaseno, id, level, host, floor, throttled)
     redis.call('HINCRBY', P .. K.host_quality, host .. '|e', 1)
     local key = ARGV[i + 8]
     if key ~= '' then
-      local bucket = lh_key(records, low24(key))
+      local bucket = lh_key(records, lh_hash(key))
       local old = redis.call('HGET', bucket, key)
       local record
       if old then

@@ -259,7 +259,7 @@ if max_claim > 0 then
         blob = entry
         if string.byte(entry, 1) == 64 then  -- '@': a revisit of a URL record
           local key = string.sub(entry, 2)
-          local record = redis.call('HGET', lh_key(records, low24(key)), key)
+          local record = redis.call('HGET', lh_key(records, lh_hash(key)), key)
           blob = record and ('#' .. record_external(P, record)) or nil
         end
         if blob then

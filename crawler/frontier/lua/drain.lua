@@ -26,7 +26,7 @@ local function take(b)
   local keys = redis.call('ZRANGEBYSCORE', bucket, '-inf', now, 'LIMIT', 0, limit - moved)
   if #keys > 0 then
     for _, key in ipairs(keys) do
-      local packed = redis.call('HGET', lh_key(records, low24(key)), key)
+      local packed = redis.call('HGET', lh_key(records, lh_hash(key)), key)
       if packed then
         local record = record_unpack(packed)
         if record[URLREC.state] ~= URL_STATE.DEAD then

@@ -10,8 +10,8 @@
 --   Redis memory is running out; -1 refuses every new URL); ARGV[8]: 1 if
 --   URLs of hosts never enqueued before are admitted; ARGV[9]: entries per
 --   bucket of the exact seen store (linear hashing, see common.lua)
--- then 7 + g + k + c values per request: URL key (64-bit, decimal), its low
---   24 bits, host, registered domain, level, flags, queue entry, [its group,
+-- then 7 + g + k + c values per request: URL key (64-bit, decimal), its
+--   linear-hashing hash (lh_hash), host, registered domain, level, flags, queue entry, [its group,
 --   when ARGV[6] is 2: g = 1], the k Bloom bit offsets (decimal), the c sketch
 --   cells ('#<n>', see common.lua).
 -- A host's group is recorded when a new URL of it arrives while it owns no

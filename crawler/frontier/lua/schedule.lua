@@ -15,7 +15,7 @@ local records = urls_open(P, tonumber(ARGV[3]))
 local scheduled = 0
 for i = 4, #ARGV, 4 do
   local key, at, level, captured = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
-  local bucket = lh_key(records, low24(key))
+  local bucket = lh_key(records, lh_hash(key))
   local packed = redis.call('HGET', bucket, key)
   if packed then
     local record = record_unpack(packed)

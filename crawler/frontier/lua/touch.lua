@@ -15,7 +15,7 @@ local records = urls_open(P, tonumber(ARGV[4]))
 local touched = 0
 for i = 5, #ARGV, 2 do
   local key, lastmod = ARGV[i], tonumber(ARGV[i + 1])
-  local bucket = lh_key(records, low24(key))
+  local bucket = lh_key(records, lh_hash(key))
   local packed = redis.call('HGET', bucket, key)
   if packed then
     local record = record_unpack(packed)

@@ -7,7 +7,7 @@ local records = urls_open(P, 1)
 local out = {}
 for i = 2, #ARGV do
   local key = ARGV[i]
-  local packed = redis.call('HGET', lh_key(records, low24(key)), key)
+  local packed = redis.call('HGET', lh_key(records, lh_hash(key)), key)
   out[#out + 1] = packed and record_external(P, packed) or ''
 end
 return out

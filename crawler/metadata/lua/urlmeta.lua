@@ -68,7 +68,7 @@ local function inlink_count()
 end
 
 local quality = P .. K.host_quality
-local bucket = lh_key(records, low24(key))
+local bucket = lh_key(records, lh_hash(key))
 local old_packed = redis.call('HGET', bucket, key)
 local changed, previous = -1, 0
 local new_digest = record_has(new, DIGEST)
