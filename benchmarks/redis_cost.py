@@ -1,0 +1,137 @@
+"""Redis' work per request, counted in instructions: a figure the machine's load does not move.
+
+redis-server's CPU time per page (``throughput.py``, ``polite.py``) moves by
+20% or more between runs on a shared machine, and Redis is 10-15% of the
+crawl's CPU, so a change to the scripts or the key layout hides in that
+noise. This runs redis-server under valgrind's callgrind (which counts the
+instructions it executes: the same work gives the same count, whatever else
+the machine does) and crawls ``throughput.py``'s 5 KB web with the shipped
+settings (politeness on, the full pipeline) to ``--pages`` pages, then prints
+redis-server's instructions per page fetched (its robots.txt requests, a
+steady share on the few hosts of ``--hosts``, counted in). Under
+callgrind Redis runs some 30 times slower, so the crawl is Redis-bound and
+takes about a minute per 3,000 pages; what it does per page is the same.
+
+``--checkout DIR`` (repeatable) crawls the same web with the code of another
+checkout too (a ``git worktree`` or clone with its C extensions built), one
+after the other, for a before/after. ``--stages`` adds, for each checkout,
+the runs with the pipeline's Redis users turned off one at a time (recrawl;
+then URL metadata; then duplicate detection): the differences are each
+stage's instructions per request, and the last row is the crawl path alone
+(frontier, robots.txt, seen set).
+
+Needs ``valgrind`` (Debian: ``apt-get install valgrind``). Usage:
+``python benchmarks/redis_cost.py [--pages 3000] [--stages] [--checkout DIR ...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from throughput import Web, headline_webs, wait_port  # noqa: E402
+
+from support.mockweb import free_port  # noqa: E402
+
+#: The pipeline's Redis users turned off one more at a time (``--stages``).
+STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("full pipeline (defaults)", ()),
+    ("without recrawl", ("RECRAWL_ENABLED=False", "INDEX_GATE_ENABLED=False")),
+    ("without recrawl, metadata", ("RECRAWL_ENABLED=False", "INDEX_GATE_ENABLED=False", "METADATA_ENABLED=False")),
+    ("crawl path only", ("RECRAWL_ENABLED=False", "INDEX_GATE_ENABLED=False", "METADATA_ENABLED=False",
+                         "DEDUP_ENABLED=False")),
+)
+
+
+def program_total(dump: Path) -> int:
+    """Instructions in a callgrind dump (callgrind_annotate's program total)."""
+    text = subprocess.run(["callgrind_annotate", str(dump)], capture_output=True, text=True, check=True).stdout
+    match = re.search(r"([\d,]+) \(100\.0%\)\s+PROGRAM TOTALS", text)
+    return int(match.group(1).replace(",", "")) if match else 0
+
+
+def crawl(checkout: Path, web: Web, seeds: Path, pages: int, workdir: Path,
+          settings: tuple[str, ...]) -> tuple[int, int, int, float]:
+    """One crawl of ``pages`` pages against a counted redis-server: (pages, robots.txt requests,
+    instructions, seconds)."""
+    port = free_port()
+    out = workdir / f"callgrind.{uuid.uuid4().hex[:8]}"
+    server = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+         shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no", "--dir", str(workdir)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_port("127.0.0.1", port, 60)
+        # Counted from here: start-up is not the crawl's.
+        subprocess.run(["callgrind_control", "-i", "on", str(server.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        env = dict(os.environ, PYTHONPATH=str(checkout))
+        env.pop("REDIS_URL", None)
+        before = len(web.entries())
+        started = time.monotonic()
+        args = [sys.executable, "-m", "scrapy", "crawl", "web", "-a", f"seeds={seeds}",
+                "-s", f"REDIS_URL=redis://127.0.0.1:{port}/0", "-s", f"FRONTIER_CRAWL_ID=cost-{uuid.uuid4().hex[:8]}",
+                "-s", f"CLOSESPIDER_PAGECOUNT={pages}", "-s", "LOG_LEVEL=WARNING",
+                "-s", "ALLOW_PRIVATE_NETWORKS=True", "-s", "USER_AGENT=benchbot/1.0 (+https://example.org/bench)",
+                "-s", f"CRAWL_DATA_DIR={workdir / uuid.uuid4().hex[:8]}", "-s", "SEEN_EXPECTED_URLS=1000000"]
+        for setting in settings:
+            args += ["-s", setting]
+        run = subprocess.run(args, cwd=checkout, env=env, capture_output=True, text=True)
+        if run.returncode != 0:
+            raise RuntimeError(f"crawl failed ({run.returncode}):\n{run.stderr[-3000:]}")
+        seconds = time.monotonic() - started
+        subprocess.run(["callgrind_control", "-i", "off", str(server.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        subprocess.run(["callgrind_control", "-d", "crawl", str(server.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        entries = web.entries()[before:]
+    finally:
+        server.terminate()
+        server.wait(timeout=120)
+    instructions = sum(program_total(dump) for dump in workdir.glob(f"{out.name}*") if dump.stat().st_size)
+    robots = sum(1 for entry in entries if entry.path == "/robots.txt")
+    return len(entries) - robots, robots, instructions, seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="redis-server instructions per request (callgrind)")
+    parser.add_argument("--pages", type=int, default=3000, help="pages per crawl (CLOSESPIDER_PAGECOUNT)")
+    parser.add_argument("--hosts", type=int, default=300,
+                        help="hosts of the 5 KB web (few: robots.txt is a steady share of the requests)")
+    parser.add_argument("--stages", action="store_true", help="also each stage's share (three more crawls each)")
+    parser.add_argument("--checkout", type=Path, action="append", default=[],
+                        help="another checkout to count the same way (repeatable)")
+    args = parser.parse_args()
+    for tool in ("valgrind", "callgrind_control", "callgrind_annotate"):
+        if shutil.which(tool) is None:
+            parser.error(f"{tool} is missing: apt-get install valgrind")
+    checkouts = [ROOT, *(path.resolve() for path in args.checkout)]
+    workdir = Path(tempfile.mkdtemp(prefix="redis-cost-"))
+    spec = next(spec for name, spec in headline_webs(args.hosts).items() if name.startswith("5 KB"))
+    web = Web(spec, workdir / "web.log")
+    try:
+        seeds = web.seeds(workdir / "seeds.txt")
+        print(f"{'checkout':<24} {'run':<27} {'pages':>6} {'robots':>6} {'seconds':>7} {'k instructions/page':>20}")
+        for checkout in checkouts:
+            for label, settings in STAGES if args.stages else STAGES[:1]:
+                pages, robots, instructions, seconds = crawl(checkout, web, seeds, args.pages, workdir, settings)
+                print(f"{str(checkout)[-24:]:<24} {label:<27} {pages:>6} {robots:>6} {seconds:>7.0f} "
+                      f"{instructions / max(1, pages) / 1000:>20.1f}", flush=True)
+    finally:
+        web.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
