@@ -160,7 +160,9 @@ class CrawlRun:
         return self.pages_per_second + self.hosts_per_second
 
 
-def crawl(label: str, web: DeadWeb, services: Services, seeds: Path, seconds: int, extra: list[str]) -> CrawlRun:
+def crawl(label: str, web: DeadWeb, services: Services, seeds: Path, seconds: int, extra: list[str],
+          root: Path = ROOT) -> CrawlRun:
+    """One crawl with the code of ``root`` (this checkout unless told)."""
     services.empty()
     crawl_id = f"polite-{uuid.uuid4().hex[:8]}"
     command = [
@@ -173,13 +175,13 @@ def crawl(label: str, web: DeadWeb, services: Services, seeds: Path, seconds: in
         "-s", f"CRAWL_DATA_DIR={services.workdir / 'crawl-data'}",
         *extra,
     ]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(root))
     env.pop("REDIS_URL", None)
     before = len(web.entries())
     redis_before = services.redis_cpu()
     log = services.workdir / f"{crawl_id}.log"
     with open(log, "wb") as handle:
-        process = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=handle, check=False)
+        process = subprocess.run(command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=handle, check=False)
     stderr = log.read_text(errors="replace")
     if process.returncode != 0:
         raise RuntimeError(f"{label}: crawl failed ({process.returncode}):\n{stderr[-3000:]}")

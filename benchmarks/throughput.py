@@ -250,8 +250,10 @@ def run_processes(commands: list[tuple[list[str], Path]], env: dict[str, str], s
 
 def measure(label: str, web: Web, services: Services, commands: list[tuple[list[str], Path]],
             seconds: int, polite: bool = False) -> RunResult:
-    """One run; ``polite``: audit the shipped delay policy, else only overlapping requests to a host."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    """One run; ``polite``: audit the shipped delay policy, else only overlapping requests to a host.
+    A crawler command runs with the code of its directory (this checkout, or another one)."""
+    code = commands[0][1] if commands and (commands[0][1] / "crawler").is_dir() else ROOT
+    env = dict(os.environ, PYTHONPATH=str(code))
     env.pop("REDIS_URL", None)
     before = len(web.entries())
     services.empty()
