@@ -6,8 +6,10 @@ this checkout's code and with the other's, in alternating order, so that the
 machine's drift falls on both alike:
 
 * ``throughput.py``'s two headline webs (2,000 hosts; 5 KB pages with 12
-  links, 30 KB pages with 60): pages/s, CPU per page of the worker and of
-  redis-server, and the two together (the tree);
+  links, 30 KB pages with 60): pages/s, CPU per page of the worker (all of
+  it, start-up and the closing report included; and "steady", from a third
+  of the crawl time to 90% of it) and of redis-server, and the worker and
+  redis-server together (the tree);
 * ``polite.py``'s web (5,000 hosts of 10 pages, 5-20 ms latency, a
   robots.txt mix), alive and with a dead twin for every second host:
   pages/s, redis-server CPU per page, politeness violations.
@@ -77,6 +79,7 @@ def main() -> None:
                         run = throughput.measure(name, web, services, [(command, checkout)], args.seconds, polite=True)
                         results.append(row(checkout, name, {
                             "pages/s": run.pages_per_second, "worker ms/page": run.cpu_ms_per_page,
+                            "steady worker ms/page": run.steady_ms_per_page,
                             "redis ms/page": run.redis_ms_per_page, "tree ms/page": run.tree_ms_per_page,
                             "violations": run.overlaps + run.short_gaps,
                         }))

@@ -370,3 +370,36 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
         capture_output=True, timeout=120, check=True,
     )
     assert png_is_blank(blank_shot.read_bytes()), "the blank check tells a blank page from the report"
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_the_longest_back_queues_are_counted_over_every_level(redis_server: RedisServer, shards: int) -> None:
+    """The report's "N queued" hosts: back-queue lengths summed over the priority levels, read per
+    batch of hosts in one script call, largest first; hosts with empty queues are left out."""
+    import asyncio
+
+    from redis.asyncio import Redis
+
+    from crawler.frontier.shards import ShardRouter
+    from crawler.ops.view import longest_queues
+
+    router = ShardRouter(f"backlog-{shards}-{time.time_ns()}", shards)
+    client = redis_server.client()
+    sizes = {f"h{i}.example": i % 7 for i in range(1200)}  # 0..6 URLs, over levels 0, 5 and 15
+    for host, size in sizes.items():
+        keys = router.keys_for(host)
+        client.sadd(keys.active, host)
+        for n in range(size):
+            client.lpush(keys.back(host, (0, 5, 15)[n % 3]), f"entry-{n}")
+
+    async def main() -> list[tuple[str, int]]:
+        async_client = Redis.from_url(redis_server.url)
+        try:
+            return await longest_queues(async_client, router, 5)
+        finally:
+            await async_client.aclose()
+
+    answer = asyncio.run(main())
+    expected = sorted(((size, host) for host, size in sizes.items() if size), reverse=True)[:5]
+    assert answer == [(host, size) for size, host in expected]
+    assert all(size == 6 for _, size in answer)

@@ -20,6 +20,7 @@ from crawler.frontier.store import FrontierCounts, read_counts
 from crawler.ops.figures import FrontierFigures, ServerFigures
 from crawler.redisconn.memory import server_memory, servers_of
 from crawler.redisconn.resp import text
+from crawler.schema import script_source
 
 if TYPE_CHECKING:
     from crawler.redisconn.link import AnyRedis
@@ -142,21 +143,20 @@ def describe_next(next_allowed: float | None, now: float | None = None) -> str:
     return "now" if wait <= 0 else f"in {wait:.1f} s"
 
 
+#: Back-queue lengths of a batch of hosts, in one call (``lua/backlog.lua``).
+_BACKLOG = script_source("crawler.frontier", "backlog")
+
+
 async def longest_queues(client: AnyRedis, router: ShardRouter, count: int) -> list[tuple[str, int]]:
     """The ``count`` hosts with the most URLs in their back queues, and how many (the hosts that own a
     back queue are read: a bounded set, at most the frontier's back queues per shard)."""
     best: list[tuple[int, str]] = []
     for keys in router.keys:
         hosts = sorted(text(host) for host in await client.smembers(keys.active))
-        for start in range(0, len(hosts), 200):
-            chunk = hosts[start:start + 200]
-            pipe = client.pipeline(transaction=False)
-            for host in chunk:
-                for level in range(MAX_LEVELS):
-                    pipe.llen(keys.back(host, level))
-            lengths = [int(n) for n in await pipe.execute()]
-            for index, host in enumerate(chunk):
-                queued = sum(lengths[index * MAX_LEVELS:(index + 1) * MAX_LEVELS])
+        for start in range(0, len(hosts), 500):
+            chunk = hosts[start:start + 500]
+            lengths = await client.eval(_BACKLOG, 1, keys.active, keys.prefix, MAX_LEVELS, *chunk)
+            for host, queued in zip(chunk, (int(n) for n in lengths)):
                 if not queued:
                     continue
                 if len(best) < count:
