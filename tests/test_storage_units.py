@@ -612,3 +612,22 @@ def test_an_unknown_content_encoding_is_stored_as_received() -> None:
     assert item.original_encoding is None and item.body == b"\x01\x02"
     fetch = sample_fetch(response_headers=item.headers, payload=item.body, original_encoding=item.original_encoding)
     assert ("Content-Encoding", "x-private") in stored_response_headers(fetch)
+
+
+def test_sha1_bytes_is_the_inverse_of_the_warc_digest_form() -> None:
+    """The digest's 20 bytes read back by pairs of base32 characters equal base64's decoding, for every
+    digest the crawl writes; another form goes to base64 (lowercase, padded) or is refused by it."""
+    import base64
+    import binascii
+    import hashlib
+
+    from crawler.warc.records import payload_digest, sha1_bytes
+
+    for n in range(300):
+        payload = bytes(range(n % 256)) * (n % 7 + 1)
+        assert sha1_bytes(payload_digest(payload)) == hashlib.sha1(payload).digest()
+    digest = payload_digest(b"page")
+    assert sha1_bytes(digest.removeprefix("sha1:")) == hashlib.sha1(b"page").digest()
+    assert sha1_bytes("sha1:MZXW6===") == base64.b32decode("MZXW6===") == b"foo"
+    with pytest.raises(binascii.Error):
+        sha1_bytes("sha1:" + "1" * 32)

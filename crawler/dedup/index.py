@@ -27,7 +27,6 @@ page.
 from __future__ import annotations
 
 import asyncio
-import base64
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -37,7 +36,7 @@ from crawler.metadata.record import UrlRecord, UrlState
 from crawler.redisconn.batch import BatchedScripts
 from crawler.schema import script_source
 from crawler.urls import url_fingerprint, url_key
-from crawler.warc.records import micros_of_warc_date, warc_date_micros
+from crawler.warc.records import micros_of_warc_date, sha1_bytes, warc_date_micros
 
 if TYPE_CHECKING:
     from crawler.frontier.shards import ShardRouter
@@ -111,7 +110,7 @@ class DedupIndex:
     async def first_capture(self, digest: str) -> tuple[str, str] | None:
         """The first capture indexed of payload ``digest`` (``sha1:<base32>``): its URL and WARC date,
         or None. Reads only (the operator's question, never the crawl's)."""
-        raw = base64.b32decode(digest.removeprefix("sha1:"))
+        raw = sha1_bytes(digest)
         key = int.from_bytes(raw[:8], "big", signed=True)
         keys = self.router.keys[self.digest_shard(raw)]
         client = self.scripts.client
@@ -124,7 +123,7 @@ class DedupIndex:
 
     async def check(self, url: str, host: str, digest: str, date: str, simhash: int | None) -> DedupVerdict:
         """Check a page (its normalized URL and host, payload digest, WARC date, SimHash) and index it."""
-        raw = base64.b32decode(digest.removeprefix("sha1:"))
+        raw = sha1_bytes(digest)
         digest_key = int.from_bytes(raw[:8], "big", signed=True)
         own = url_key(url_fingerprint(url))
         own_shard = self.router.shard_of(host)

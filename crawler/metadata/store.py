@@ -18,7 +18,6 @@ fetched have no record. Measured with ``benchmarks/memory.py``.
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -27,6 +26,7 @@ from crawler.metadata.record import RECORD_FIELDS, RECORD_VERSION, UrlRecord, Ur
 from crawler.redisconn.batch import BatchedScripts
 from crawler.schema import script_source
 from crawler.urls import url_fingerprint, url_key
+from crawler.warc.records import sha1_bytes
 
 __all__ = [
     "PAGE_ERROR",
@@ -71,7 +71,7 @@ PAGE_NEAR_DUPLICATE = 2
 
 def digest4(payload_digest: str) -> bytes:
     """The first 4 bytes of a ``sha1:<base32>`` payload digest (enough to tell a change)."""
-    return base64.b32decode(payload_digest.removeprefix("sha1:"))[:4]
+    return sha1_bytes(payload_digest)[:4]
 
 
 class UrlMetadataStore:
