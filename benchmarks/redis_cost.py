@@ -62,6 +62,12 @@ def program_total(dump: Path) -> int:
     return int(match.group(1).replace(",", "")) if match else 0
 
 
+def control(server: subprocess.Popen[bytes], *args: str) -> None:
+    """A ``callgrind_control`` command to the counted redis-server."""
+    subprocess.run(["callgrind_control", *args, str(server.pid)], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, check=True)
+
+
 def crawl(checkout: Path, web: Web, seeds: Path, pages: int, workdir: Path,
           settings: tuple[str, ...]) -> tuple[int, int, int, float]:
     """One crawl of ``pages`` pages against a counted redis-server: (pages, robots.txt requests,
@@ -77,7 +83,7 @@ def crawl(checkout: Path, web: Web, seeds: Path, pages: int, workdir: Path,
     try:
         wait_port("127.0.0.1", port, 60)
         # Counted from here: start-up is not the crawl's.
-        subprocess.run(["callgrind_control", "-i", "on", str(server.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        control(server, "-i", "on")
         env = dict(os.environ, PYTHONPATH=str(checkout))
         env.pop("REDIS_URL", None)
         before = len(web.entries())
@@ -93,8 +99,8 @@ def crawl(checkout: Path, web: Web, seeds: Path, pages: int, workdir: Path,
         if run.returncode != 0:
             raise RuntimeError(f"crawl failed ({run.returncode}):\n{run.stderr[-3000:]}")
         seconds = time.monotonic() - started
-        subprocess.run(["callgrind_control", "-i", "off", str(server.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-        subprocess.run(["callgrind_control", "-d", "crawl", str(server.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        control(server, "-i", "off")
+        control(server, "-d", "crawl")
         entries = web.entries()[before:]
     finally:
         server.terminate()

@@ -48,7 +48,8 @@ SHARD_KEYS: dict[str, ShardKey] = {
     "seen_exact": ShardKey("seen:x:", "set", "<bucket>: 64-bit URL keys (intset), one bucket of the exact seen "
                            "store (linear hashing, state lh:seen)", "page"),
     "seen_count": ShardKey("seencount", "string", "URLs ever added to the seen set"),
-    "lh": ShardKey("lh:", "string", "<structure>: \"level split entries\" of a linear-hashing structure"),
+    "lh": ShardKey("lh:", "string",
+                   "<structure>: level, split pointer, entries of a linear-hashing structure (struct '>BI4I8')"),
     "host_pages": ShardKey("budget:host", "hash", "host -> URLs enqueued (the per-host page budget)", "host"),
     "domain_pages": ShardKey("budget:domain", "hash", "registered domain -> URLs enqueued", "host"),
     "front": ShardKey("front:", "list", "<level>: \"<host> <entry>\" of one priority level (hosts without a "

@@ -129,25 +129,27 @@ class DedupIndex:
         own_shard = self.router.shard_of(host)
         ref = own.to_bytes(8, "big", signed=True) + own_shard.to_bytes(2, "big")
         capture = raw[8:12] + ref + micros_of_warc_date(date).to_bytes(8, "big")
+        # The page's record, written by the check only when no URL metadata pipeline writes it.
         own_record = UrlRecord(UrlState.QUEUED, 0, url=url, host=host).pack() if self.write_records else b""
+        own_key = own if own_record else ""
         packed_simhash = b"" if simhash is None else simhash.to_bytes(8, "big")
         count = self.router.count
         if count == 1:
             first, first_url, near, distance, near_ref, near_url = await self._call(
                 0, digest_key, capture, packed_simhash, "0123" if simhash is not None else "", _CHECK_ADD, ref,
-                own if own_record else "", own_record)
+                own_key, own_record)
             return await self._verdict(first, first_url, near, int(distance), near_ref, near_url)
         # Several shards: the page's record, then the digest (with the blocks held there), then the rest.
         digest_shard = self.digest_shard(raw)
-        if own_record and own_shard != digest_shard:
-            await self._call(own_shard, own_key=own, own_record=own_record)
+        if own_key and own_shard != digest_shard:
+            await self._call(own_shard, own_key=own_key, own_record=own_record)
         by_shard: dict[int, str] = defaultdict(str)
         if simhash is not None:
             for block in range(4):
                 by_shard[self.block_shard(simhash, block)] += str(block)
         first, first_url, near, distance, near_ref, near_url = await self._call(
             digest_shard, digest_key, capture, packed_simhash, by_shard.pop(digest_shard, ""), _CHECK, ref,
-            own if own_record and own_shard == digest_shard else "", own_record if own_shard == digest_shard else b"")
+            *((own_key, own_record) if own_shard == digest_shard else ("", b"")))
         if first:
             return await self._verdict(first, first_url, b"", -1, b"", b"")
         candidates = [(int(distance), near, near_ref, near_url)] if near else []

@@ -64,9 +64,6 @@ class LinearHash:
         level, split, entries = LH_STATE.unpack(raw)
         return cls(level, split, entries)
 
-    def pack(self) -> bytes:
-        return LH_STATE.pack(self.level, self.split, self.entries)
-
     @property
     def buckets(self) -> int:
         return (1 << self.level) + self.split
