@@ -226,11 +226,39 @@ def _words(code: str) -> set[str]:
     return set(_WORD.findall(_COMMENT.sub("", code)))
 
 
-def compose(shebang: str, body: str, *, common: bool = True) -> str:
+#: The end of a script's ``many`` form (:func:`compose`): its body is the function ``one``, called
+#: for each call packed in ARGV (each call's argument count, then its arguments). The reply is the
+#: calls' replies in order, an error reply in place of a call that raised one (its writes before
+#: the error stay, as they would in a call of its own). Redis runs a script's text, its helper
+#: definitions included, on every call (about 40,000 instructions before its first line, a third
+#: of a URL record's store): item pipelines send their calls of one event-loop turn as one
+#: (:class:`crawler.redisconn.batch.BatchedScripts`).
+MANY_CALLS = """
+local replies, at, total = {}, 1, #ARGV
+while at <= total do
+  local n = tonumber(ARGV[at])
+  local args = {}
+  for i = 1, n do
+    args[i] = ARGV[at + i]
+  end
+  local ok, reply = pcall(one, args)
+  if not ok then
+    reply = type(reply) == 'table' and reply.err and reply or {err = tostring(reply)}
+  elseif reply == nil then
+    reply = false
+  end
+  replies[#replies + 1] = reply
+  at = at + n + 1
+end
+return replies"""
+
+
+def compose(shebang: str, body: str, *, common: bool = True, many: bool = False) -> str:
     """A script as it is loaded: ``shebang``, the schema entries it names as literals, the shared
     helpers of ``crawler/frontier/lua/common.lua`` it uses (directly or through another helper;
     none unless ``common``), then ``body``. Only what is used is defined: Redis runs a script's
-    whole text, every helper definition included, on each call."""
+    whole text, every helper definition included, on each call. ``many``: the body is a function
+    of its ARGV, run for each of many calls (:data:`MANY_CALLS`)."""
     tables = _tables()
     body = _with_literals(body, tables)
     wanted = _words(body)
@@ -247,13 +275,16 @@ def compose(shebang: str, body: str, *, common: bool = True) -> str:
     prelude = [f"local {table} = {{{', '.join(f'{name} = {value}' for name, value in entries.items())}}}"
                for table, entries in tables.items() if table in wanted]
     prelude += [f"local {name} = {value}" for name, value in _constants().items() if name in wanted]
+    if many:
+        body = f"local function one(ARGV)\n{body}\nend\n{MANY_CALLS}"
     return "\n".join([shebang, *prelude, *chosen, body])
 
 
-def script_source(package: str, name: str, *, common: bool = True) -> str:
+def script_source(package: str, name: str, *, common: bool = True, many: bool = False) -> str:
     """A Lua script of ``package`` (``crawler.frontier``: ``lua/<name>.lua``) as it is loaded
     (:func:`compose`): its ``#!lua`` line (the script's flags, Redis 7), the schema entries it
-    names, the shared helpers it uses unless ``common`` is false, then the script.
+    names, the shared helpers it uses unless ``common`` is false, then the script; ``many``: the
+    form that runs many calls of it in one (:data:`MANY_CALLS`).
 
     Every script starts with ``#!lua``: Redis then refuses a script that would write while memory
     is over ``maxmemory`` before it starts, never halfway (``allow-oom`` is never given).
@@ -262,4 +293,4 @@ def script_source(package: str, name: str, *, common: bool = True) -> str:
     shebang, _, body = script.partition("\n")
     if not shebang.startswith("#!lua"):
         raise ValueError(f"{package} lua/{name}.lua must start with a #!lua line (its flags)")
-    return compose(shebang, body, common=common)
+    return compose(shebang, body, common=common, many=many)

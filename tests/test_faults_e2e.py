@@ -392,6 +392,62 @@ def test_plain_commands_and_scripts_queued_together_go_in_one_batch(redis_server
     assert writes == 2  # one batch, sent again once after the script was found missing
 
 
+def test_calls_of_a_script_with_a_many_form_go_as_one_call(redis_server: RedisServer) -> None:
+    """Item pipelines' scripts (duplicate check, URL record, schedule) have a form that runs many calls in one:
+    the calls of one turn with the same keys are one EVALSHA; each still gets its own reply (nil, a list, an
+    error raised by the script or by a command it ran: only its own); other keys are a call of their own; the
+    many form is reloaded when the script cache was flushed."""
+    import asyncio
+
+    from redis.asyncio import Redis
+    from redis.exceptions import ResponseError
+
+    from crawler.redisconn.batch import BatchedScripts
+    from crawler.schema import compose
+
+    body = """if ARGV[1] == 'fail' then error('failed on purpose') end
+if ARGV[1] == 'wrong' then return redis.call('INCR', KEYS[1]) end
+if ARGV[1] == 'nil' then return nil end
+redis.call('RPUSH', KEYS[1] .. ':seen', ARGV[1])
+return {ARGV[1], #ARGV}"""
+    one, many = compose("#!lua", body, common=False), compose("#!lua", body, common=False, many=True)
+
+    async def evalsha_calls(client: Redis) -> int:
+        stats = await client.info("commandstats")
+        return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
+
+    async def run() -> tuple[list[Any], int, list[bytes], list[Any], int]:
+        client = Redis.from_url(redis_server.url)
+        await client.delete("mc:a", "mc:a:seen", "mc:b:seen")
+        await client.rpush("mc:a", "x")  # INCR on a list: WRONGTYPE
+        scripts = BatchedScripts(client, {"echo": one}, many={"echo": many})
+        await scripts.load()
+        before = await evalsha_calls(client)
+        args = ["x0", "fail", "x1", "nil", "wrong", "x2"]
+        calls = [scripts.call("echo", ["mc:a"], [arg, "extra"]) for arg in args]
+        other = scripts.call("echo", ["mc:b"], ["y"])
+        replies = await asyncio.gather(*calls, other, return_exceptions=True)
+        after = await evalsha_calls(client)
+        seen = await client.lrange("mc:a:seen", 0, -1)
+        await client.script_flush()
+        again = await asyncio.gather(*(scripts.call("echo", ["mc:a"], [f"z{i}"]) for i in range(3)))
+        last = await evalsha_calls(client)
+        await scripts.close()
+        await client.aclose()
+        return replies, after - before, seen, again, last - after
+
+    replies, sent, seen, again, resent = asyncio.run(run())
+    assert sent == 2  # six calls on mc:a as one, the call on mc:b alone
+    assert replies[0] == [b"x0", 2] and replies[2] == [b"x1", 2] and replies[5] == [b"x2", 2]
+    assert isinstance(replies[1], ResponseError) and "failed on purpose" in str(replies[1])
+    assert replies[3] is None
+    assert isinstance(replies[4], ResponseError) and "WRONGTYPE" in str(replies[4])
+    assert replies[6] == [b"y", 1]
+    assert seen == [b"x0", b"x1", b"x2"]  # each call's writes, in order, the failed ones' none
+    assert again == [[b"z0", 1], [b"z1", 1], [b"z2", 1]]
+    assert resent == 2  # refused (no script), reloaded, sent again: still one call
+
+
 def test_components_opening_together_share_one_batcher(redis_server: RedisServer) -> None:
     """The robots.txt and render middlewares ask for the batcher in the same spider_opened: one batcher (one
     connection), not one each with the first never closed."""

@@ -71,7 +71,7 @@ class DedupIndex:
         self.scripts = BatchedScripts(client, {
             "dedup": script_source("crawler.dedup", "dedup"),
             "record": script_source("crawler.metadata", "record"),
-        })
+        }, many={"dedup": script_source("crawler.dedup", "dedup", many=True)})
         self.max_distance = max_distance
         self.sizes = sizes or BucketSizes()
 

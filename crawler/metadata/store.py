@@ -83,7 +83,7 @@ class UrlMetadataStore:
         self.scripts = BatchedScripts(client, {
             "urlmeta": script_source("crawler.metadata", "urlmeta"),
             "record": script_source("crawler.metadata", "record"),
-        })
+        }, many={"urlmeta": script_source("crawler.metadata", "urlmeta", many=True)})
         self.router = router
         self.change_distance = change_distance
         self.inlink_cells = inlink_cells

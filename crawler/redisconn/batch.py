@@ -33,27 +33,45 @@ from crawler.redisconn.resp import command
 _Call = tuple[str | None, tuple[Any, ...], asyncio.Future[Any]]
 
 
+#: Calls of one script sent as one at most (Redis runs nothing else while a script runs).
+MERGE_LIMIT = 100
+
+
 class BatchedScripts:
-    def __init__(self, client: AnyRedis, sources: dict[str, str] | None = None) -> None:
+    """``many``: scripts with a form that runs many calls in one (``script_source(..., many=True)``):
+    calls of such a script with the same keys in one write go as one call. Their order among the
+    write's other calls changes (each goes where the first of them was): calls made in one turn of
+    the event loop are concurrent, none waits for another."""
+
+    def __init__(self, client: AnyRedis, sources: dict[str, str] | None = None,
+                 many: dict[str, str] | None = None) -> None:
         self.client = client
         self.sources: dict[str, str] = {}
         self.shas: dict[str, str] = {}
+        #: The ``many`` forms, by script name, and their SHA-1s.
+        self.many_sources: dict[str, str] = {}
+        self.many_shas: dict[str, str] = {}
         for name, source in (sources or {}).items():
-            self.add_script(name, source)
+            self.add_script(name, source, (many or {}).get(name))
         self._pending: list[_Call] = []
         #: One connection per server (a single Redis: one; a cluster: one per primary used).
         self._links: dict[str, KeyConnection] = {}
         self._lock = asyncio.Lock()
         self._flushes: set[asyncio.Task[None]] = set()
 
-    def add_script(self, name: str, source: str) -> None:
-        """A script :meth:`call` may name (loaded into Redis at its first use)."""
+    def add_script(self, name: str, source: str, many: str | None = None) -> None:
+        """A script :meth:`call` may name (loaded into Redis at its first use), and its ``many`` form."""
         self.sources[name] = source
         self.shas[name] = hashlib.sha1(source.encode()).hexdigest()
+        if many is not None:
+            self.many_sources[name] = many
+            self.many_shas[name] = hashlib.sha1(many.encode()).hexdigest()
 
     async def load(self) -> None:
         for name, source in self.sources.items():
             self.shas[name] = await self.client.script_load(source)
+        for name, source in self.many_sources.items():
+            self.many_shas[name] = await self.client.script_load(source)
 
     def call(self, name: str, keys: list[str], args: list[Any]) -> asyncio.Future[Any]:
         """Queue a script call; the future resolves with its reply (or its error).
@@ -109,7 +127,28 @@ class BatchedScripts:
                 self._links[node] = KeyConnection(client, key)
         return [(self._links[node], calls) for node, calls in groups.items()]
 
-    async def _flush_group(self, link: KeyConnection, batch: list[_Call]) -> None:
+    def _merge(self, batch: list[_Call]) -> list[list[_Call]]:
+        """The batch as it is sent: each call alone, but for calls of a script with a ``many`` form and
+        the same keys, which go together where the first of them was (up to MERGE_LIMIT)."""
+        if not self.many_shas:
+            return [[call] for call in batch]
+        units: list[list[_Call]] = []
+        together: dict[tuple[Any, ...], list[_Call]] = {}
+        for call in batch:
+            name, args, _ = call
+            if name not in self.many_shas:
+                units.append([call])
+                continue
+            key = (name, args[: 1 + args[0]])
+            unit = together.get(key)
+            if unit is None or len(unit) >= MERGE_LIMIT:
+                unit = together[key] = []
+                units.append(unit)
+            unit.append(call)
+        return units
+
+    async def _flush_group(self, link: KeyConnection, calls: list[_Call]) -> None:
+        batch = self._merge(calls)
         try:
             replies = await self._send(link, batch)
             if any(isinstance(reply, NoScriptError) for reply in replies):
@@ -120,24 +159,41 @@ class BatchedScripts:
                 self._links.clear()
                 raise await link.moved(slot_error)
         except BaseException as exc:
-            for _, _, future in batch:
+            for _, _, future in calls:
                 if not future.done():
                     future.set_exception(exc)
             if not isinstance(exc, Exception):
                 raise
             return
-        for (_, _, future), reply in zip(batch, replies):
-            if future.done():
-                continue
-            if isinstance(reply, ResponseError):
-                future.set_exception(reply)
+        for unit, reply in zip(batch, replies):
+            if len(unit) == 1:
+                _resolve(unit[0][2], reply)
+            elif isinstance(reply, ResponseError) or not isinstance(reply, list) or len(reply) != len(unit):
+                error = reply if isinstance(reply, ResponseError) else ResponseError(f"many-call reply {reply!r}")
+                for _, _, future in unit:
+                    _resolve(future, error)
             else:
-                future.set_result(reply)
+                for (_, _, future), one in zip(unit, reply):
+                    _resolve(future, one)
 
-    async def _send(self, link: KeyConnection, batch: list[_Call]) -> list[Any]:
+    async def _send(self, link: KeyConnection, batch: list[list[_Call]]) -> list[Any]:
+        """Each unit of the batch (:meth:`_merge`) as one command; their replies in order."""
         shas = self.shas
-        payload = b"".join(command(*args) if name is None else command(b"EVALSHA", shas[name], *args)
-                           for name, args, _ in batch)
+        parts: list[bytes] = []
+        for unit in batch:
+            name, args, _ = unit[0]
+            if name is None:
+                parts.append(command(*args))
+            elif len(unit) == 1:
+                parts.append(command(b"EVALSHA", shas[name], *args))
+            else:
+                head = 1 + args[0]  # the key count and the keys, the same for every call of the unit
+                packed: list[Any] = list(args[:head])
+                for _, call_args, _ in unit:
+                    packed.append(len(call_args) - head)
+                    packed.extend(call_args[head:])
+                parts.append(command(b"EVALSHA", self.many_shas[name], *packed))
+        payload = b"".join(parts)
         connection = await link.get()
         try:
             await connection.send_packed_command(payload, check_health=False)
@@ -150,3 +206,12 @@ class BatchedScripts:
         links, self._links = list(self._links.values()), {}
         for link in links:
             await link.release()
+
+
+def _resolve(future: asyncio.Future[Any], reply: Any) -> None:
+    if future.done():
+        return
+    if isinstance(reply, ResponseError):
+        future.set_exception(reply)
+    else:
+        future.set_result(reply)
