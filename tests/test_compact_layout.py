@@ -187,7 +187,7 @@ def test_the_duplicate_index_finds_duplicates_across_hosts_and_shards(redis_serv
     """Exact and near duplicates found across hosts whatever shards hold the digest and the SimHash
     blocks, each naming the first capture's URL (read from its record) and time."""
     from crawler.dedup.index import DedupIndex
-    from crawler.warc.records import payload_digest
+    from crawler.warc.records import micros_of_warc_date, payload_digest
 
     router = ShardRouter(f"dedup-{shards}-{random.getrandbits(32)}", shards)
     rng = random.Random(shards)
@@ -198,30 +198,31 @@ def test_the_duplicate_index_finds_duplicates_across_hosts_and_shards(redis_serv
         await index.open()
         try:
             originals = [(f"http://h{i}.example/articles/{i}-original.html", rng.getrandbits(64)) for i in range(40)]
+            later = micros_of_warc_date("2026-12-02T00:00:01Z")
             for i, (url, simhash) in enumerate(originals):
                 verdict = await index.check(url, f"h{i}.example", payload_digest(url.encode()),
-                                            f"2026-12-01T00:00:{i:02d}.123456Z", simhash)
+                                            micros_of_warc_date(f"2026-12-01T00:00:{i:02d}.123456Z"), simhash)
                 assert (verdict.duplicate_of, verdict.near_duplicate_of) == (None, None)
             for i, (url, simhash) in enumerate(originals):
                 # The same payload on another host: an exact duplicate of the first capture.
                 copy = f"http://copy{i}.example/x/{i}"
                 verdict = await index.check(copy, f"copy{i}.example", payload_digest(url.encode()),
-                                            "2026-12-02T00:00:00Z", rng.getrandbits(64))
+                                            micros_of_warc_date("2026-12-02T00:00:00Z"), rng.getrandbits(64))
                 assert verdict.duplicate_of == (url, f"2026-12-01T00:00:{i:02d}.123456Z")
                 # Three bits away (one in each of three blocks) on a third host: a near duplicate.
                 near = simhash ^ (1 << 3) ^ (1 << 20) ^ (1 << 40)
                 verdict = await index.check(f"http://near{i}.example/{i}", f"near{i}.example",
-                                            payload_digest(f"near {i}".encode()), "2026-12-02T00:00:01Z", near)
+                                            payload_digest(f"near {i}".encode()), later, near)
                 assert (verdict.near_duplicate_of, verdict.distance) == (url, 3)
                 # Found under block 1 only (blocks 0, 2 and 3 differ): its reference is under its block 0.
                 other = simhash ^ (1 << 60) ^ (1 << 3) ^ (1 << 20)
                 verdict = await index.check(f"http://other{i}.example/{i}", f"other{i}.example",
-                                            payload_digest(f"other {i}".encode()), "2026-12-02T00:00:01Z", other)
+                                            payload_digest(f"other {i}".encode()), later, other)
                 assert (verdict.near_duplicate_of, verdict.distance) == (url, 3)
             # Four bits away: not a near duplicate.
             far = originals[0][1] ^ 0b1111
             verdict = await index.check("http://far.example/", "far.example", payload_digest(b"far"),
-                                        "2026-12-02T00:00:02Z", far)
+                                        micros_of_warc_date("2026-12-02T00:00:02Z"), far)
             assert verdict.near_duplicate_of is None
         finally:
             await index.close()
@@ -239,7 +240,7 @@ def test_the_duplicate_check_writes_a_url_record_only_when_no_metadata_pipeline_
     never written is stored in full (unresolved), never named wrongly."""
     from crawler.dedup.index import DedupIndex
     from crawler.metadata.store import UrlMetadataStore, UrlRecord, UrlState
-    from crawler.warc.records import payload_digest
+    from crawler.warc.records import micros_of_warc_date, payload_digest
 
     router = ShardRouter(f"dedup-records-{shards}-{random.getrandbits(32)}", shards)
 
@@ -254,18 +255,19 @@ def test_the_duplicate_check_writes_a_url_record_only_when_no_metadata_pipeline_
             for mode, index in indexes.items():
                 first, host = f"http://first-{mode}.example/page", f"first-{mode}.example"
                 digest = payload_digest(first.encode())
-                verdict = await index.check(first, host, digest, "2026-12-01T00:00:00.123456Z", None)
+                captured = micros_of_warc_date("2026-12-01T00:00:00.123456Z")
+                verdict = await index.check(first, host, digest, captured, None)
                 assert verdict.duplicate_of is None
                 written = await meta.get(first, host)
                 assert (written is not None) == mode, f"write_records={mode}: record {written}"
                 if not mode:
                     # Before the metadata pipeline wrote it: a copy cannot name it yet.
                     early = await index.check(f"http://early.example/{mode}", "early.example", digest,
-                                              "2026-12-01T00:00:01Z", None)
+                                              micros_of_warc_date("2026-12-01T00:00:01Z"), None)
                     assert (early.duplicate_of, early.unresolved) == (None, True)
                     await meta.record(first, host, UrlRecord(UrlState.FETCHED, 10, 200, url=first, host=host))
                 copy = await index.check(f"http://copy.example/{mode}", "copy.example", digest,
-                                         "2026-12-01T00:00:02Z", None)
+                                         micros_of_warc_date("2026-12-01T00:00:02Z"), None)
                 assert copy.duplicate_of == (first, "2026-12-01T00:00:00.123456Z")
         finally:
             for index in indexes.values():

@@ -35,8 +35,8 @@ from crawler.frontier.compact import BucketSizes, LinearHash
 from crawler.metadata.record import UrlRecord, UrlState
 from crawler.redisconn.batch import BatchedScripts
 from crawler.schema import script_source
-from crawler.urls import url_fingerprint, url_key
-from crawler.warc.records import micros_of_warc_date, sha1_bytes, warc_date_micros
+from crawler.urls import page_fingerprint, url_key
+from crawler.warc.records import sha1_bytes, warc_date_micros
 
 if TYPE_CHECKING:
     from crawler.frontier.shards import ShardRouter
@@ -121,14 +121,15 @@ class DedupIndex:
         url = await self._url(first[4:14])
         return (url, warc_date_micros(int.from_bytes(first[14:22], "big"))) if url else None
 
-    async def check(self, url: str, host: str, digest: str, date: str, simhash: int | None) -> DedupVerdict:
-        """Check a page (its normalized URL and host, payload digest, WARC date, SimHash) and index it."""
+    async def check(self, url: str, host: str, digest: str, captured: int, simhash: int | None) -> DedupVerdict:
+        """Check a page (its normalized URL and host, payload digest, WARC date as epoch microseconds,
+        SimHash) and index it."""
         raw = sha1_bytes(digest)
         digest_key = int.from_bytes(raw[:8], "big", signed=True)
-        own = url_key(url_fingerprint(url))
+        own = url_key(page_fingerprint(url))
         own_shard = self.router.shard_of(host)
         ref = own.to_bytes(8, "big", signed=True) + own_shard.to_bytes(2, "big")
-        capture = raw[8:12] + ref + micros_of_warc_date(date).to_bytes(8, "big")
+        capture = raw[8:12] + ref + captured.to_bytes(8, "big")
         # The page's record, written by the check only when no URL metadata pipeline writes it.
         own_record = UrlRecord(UrlState.QUEUED, 0, url=url, host=host).pack() if self.write_records else b""
         own_key = own if own_record else ""

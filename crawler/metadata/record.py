@@ -18,6 +18,7 @@ shard (``url:<bucket>``, linear hashing) that stay listpacks.
 from __future__ import annotations
 
 import binascii
+import struct
 from dataclasses import dataclass
 
 from crawler.schema import (
@@ -136,14 +137,23 @@ class UrlRecord:
             flags |= FLAG_DIGEST
         if self.simhash8:
             flags |= FLAG_SIMHASH
-        etag = self.etag.encode("utf-8", "surrogateescape")[:255]
-        head = RECORD_STRUCT.pack(
-            RECORD_VERSION, int(self.state), _u16(self.status), _u32(self.fetched_at), _u32(self.first_fetch),
-            _u32(self.next_visit), _u32(self.last_modified), max(0, self.captured),
-            self.digest[:4].ljust(4, b"\0"), self.simhash8[:8].ljust(8, b"\0"), _u32(self.length),
-            _u16(self.outlinks), _u16(self.observations), _u16(self.changes), min(255, max(0, self.level)),
-            min(255, max(0, self.depth)), flags, len(etag), host_len,
-        )
+        etag = self.etag.encode("utf-8", "surrogateescape")[:255] if self.etag else b""
+        digest, simhash8 = self.digest, self.simhash8
+        try:
+            head = RECORD_STRUCT.pack(
+                RECORD_VERSION, self.state, self.status, self.fetched_at, self.first_fetch, self.next_visit,
+                self.last_modified, self.captured, digest if len(digest) == 4 else digest[:4].ljust(4, b"\0"),
+                simhash8 if len(simhash8) == 8 else simhash8[:8].ljust(8, b"\0"), self.length, self.outlinks,
+                self.observations, self.changes, self.level, self.depth, flags, len(etag), host_len,
+            )
+        except struct.error:  # a field out of its range: clamped to it
+            head = RECORD_STRUCT.pack(
+                RECORD_VERSION, int(self.state), _u16(self.status), _u32(self.fetched_at), _u32(self.first_fetch),
+                _u32(self.next_visit), _u32(self.last_modified), max(0, self.captured),
+                digest[:4].ljust(4, b"\0"), simhash8[:8].ljust(8, b"\0"), _u32(self.length),
+                _u16(self.outlinks), _u16(self.observations), _u16(self.changes), min(255, max(0, self.level)),
+                min(255, max(0, self.depth)), flags, len(etag), host_len,
+            )
         return head + etag + url_part
 
     @classmethod

@@ -25,7 +25,7 @@ from crawler.frontier.compact import BucketSizes
 from crawler.metadata.record import RECORD_FIELDS, RECORD_VERSION, UrlRecord, UrlState
 from crawler.redisconn.batch import BatchedScripts
 from crawler.schema import script_source
-from crawler.urls import url_fingerprint, url_key
+from crawler.urls import page_fingerprint, url_fingerprint, url_key
 from crawler.warc.records import sha1_bytes
 
 __all__ = [
@@ -102,7 +102,7 @@ class UrlMetadataStore:
         reply = await self.scripts.call(
             "urlmeta",
             [keys.lh("url")],
-            [url_key(url_fingerprint(url)), record.pack(), self.change_distance, keys.prefix, host, flags,
+            [url_key(page_fingerprint(url)), record.pack(), self.change_distance, keys.prefix, host, flags,
              inlink_positions, self.inlink_cells, self.repeat_window, self.sizes.records],
         )
         changed, observations, changes, previous, first, inlinks, pages, errors, near, repeat = (int(x) for x in reply)

@@ -28,7 +28,7 @@ from crawler.redisconn.provider import RedisProvider
 from crawler.settings_parsing import get_bool, get_int
 from crawler.urls import NormalizationConfig, UrlError, normalize_page_url
 from crawler.urls.normalize import DEFAULT_CONFIG as DEFAULT_NORMALIZATION
-from crawler.warc.records import payload_digest, warc_date
+from crawler.warc.records import payload_digest, warc_micros
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -98,7 +98,7 @@ class DedupPipeline:
             index, digest = self.index, item.payload_digest
             verdict = await self.provider.outage.call(
                 "Dedup index",
-                lambda: index.check(url, host, digest, warc_date(item.fetched_at), item.simhash),
+                lambda: index.check(url, host, digest, warc_micros(item.fetched_at), item.simhash),
                 self.stats,
             )
         except (RedisError, OSError) as exc:

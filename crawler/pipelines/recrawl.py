@@ -44,8 +44,8 @@ from crawler.policy.priority import PriorityPolicy, PrioritySignals
 from crawler.policy.recrawl import ChangeHistory, RecrawlPolicy, plan_revisit
 from crawler.redisconn.provider import RedisProvider
 from crawler.settings_parsing import get_bool
-from crawler.urls import NormalizationConfig, UrlError, normalize_page_url, url_fingerprint, url_key
-from crawler.warc.records import micros_of_warc_date, warc_date
+from crawler.urls import NormalizationConfig, UrlError, normalize_page_url, page_fingerprint, url_key
+from crawler.warc.records import micros_of_warc_date, warc_micros
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -129,8 +129,8 @@ class RecrawlPipeline:
         except UrlError:
             return item
         revisit = self.plan(item, host)
-        entry = Revisit(url_key(url_fingerprint(url)), int(revisit.due), self.levels.level(revisit.priority), host,
-                        micros_of_warc_date(revisit.date))
+        entry = Revisit(url_key(page_fingerprint(url)), int(revisit.due), self.levels.level(revisit.priority), host,
+                        revisit.captured)
         try:
             schedule = self.schedule
             await self.provider.outage.call("Recrawl schedule", lambda: schedule.schedule([entry]), self.stats)
@@ -159,11 +159,11 @@ class RecrawlPipeline:
             host=self.host_quality.get(host),
         )
         plan = plan_revisit(self.policy, self.priority, history, item.previous_fetch or None, signals)
-        return _Plan(plan.due, plan.priority, self._capture_date(item))
+        return _Plan(plan.due, plan.priority, self._capture_micros(item))
 
     @staticmethod
-    def _capture_date(item: PageItem) -> str:
-        """The WARC date of the capture a 304 will stand for: the one holding the payload.
+    def _capture_micros(item: PageItem) -> int:
+        """The WARC date (epoch microseconds) of the capture a 304 will stand for: the one holding the payload.
 
         The revisit's other validators (ETag, Last-Modified) are the URL record's: those of this
         capture, or, when a 304 repeats none, the ones it answered (``lua/urlmeta.lua``).
@@ -171,13 +171,14 @@ class RecrawlPipeline:
         date = item.revalidated
         if date is None and item.duplicate_of is not None and item.duplicate_of[0] == item.url:
             date = item.duplicate_of[1]
-        return date or warc_date(item.fetched_at)
+        return micros_of_warc_date(date) if date else warc_micros(item.fetched_at)
 
 
 class _Plan:
-    __slots__ = ("date", "due", "priority")
+    __slots__ = ("captured", "due", "priority")
 
-    def __init__(self, due: float, priority: int, date: str) -> None:
+    def __init__(self, due: float, priority: int, captured: int) -> None:
         self.due = due
         self.priority = priority
-        self.date = date
+        #: Epoch microseconds of the capture holding the payload.
+        self.captured = captured

@@ -1,6 +1,6 @@
 """URLs: normalization, fingerprints, filters and registered domains (pure, no I/O)."""
 
-from crawler.urls.fingerprint import bloom_positions, url_fingerprint, url_key
+from crawler.urls.fingerprint import bloom_positions, page_fingerprint, url_fingerprint, url_key
 from crawler.urls.normalize import (
     NORMALIZATION_VERSION,
     EncodedHostError,
@@ -21,6 +21,7 @@ __all__ = [
     "host_of",
     "normalize_page_url",
     "normalize_url",
+    "page_fingerprint",
     "url_fingerprint",
     "url_key",
 ]

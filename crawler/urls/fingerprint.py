@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from functools import lru_cache
 from hashlib import blake2b
 
 #: The packing of ``k`` Bloom positions (little-endian uint32), by ``k``.
@@ -21,6 +22,13 @@ def url_key(fingerprint: bytes) -> int:
     """A URL's key: its fingerprint's first 8 bytes as a signed integer. The exact seen store's member,
     the URL record's field and the recrawl schedule's member; Redis keeps it as an integer."""
     return int.from_bytes(fingerprint[:8], "big", signed=True)
+
+
+@lru_cache(maxsize=1024)
+def page_fingerprint(normalized_url: str) -> bytes:
+    """:func:`url_fingerprint` of a fetched page's URL (a plain GET), remembered (bounded) for the item
+    pipelines that each need it (duplicates, URL record and in-link sketch, recrawl)."""
+    return url_fingerprint(normalized_url)
 
 
 def bloom_positions(fingerprint: bytes, bits: int, hashes: int) -> bytes:

@@ -67,17 +67,31 @@ class NormalizationConfig:
     session_prefixes: tuple[str, ...] = tuple(p[:-1] for p in DEFAULT_SESSION_PARAMS if p.endswith("*"))
     sort_query: bool = False
 
+    def __post_init__(self) -> None:
+        # A key of the bounded caches below, read for every page: hashed once.
+        fields = (self.tracking_params, self.tracking_prefixes, self.session_params, self.session_prefixes,
+                  self.sort_query)
+        object.__setattr__(self, "_hash", hash(fields))
+
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[attr-defined,no-any-return]
+
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> NormalizationConfig:
+        """The crawl's configuration: one object for every component that asks for the same one (a cache
+        finds it by identity, not by comparing its fields)."""
         tracking = [str(p).lower() for p in get_list(settings, "URL_TRACKING_PARAMS")]
         session = [str(p).lower() for p in get_list(settings, "URL_SESSION_PARAMS")]
-        return cls(
+        config = cls(
             tracking_params=frozenset(p for p in tracking if not p.endswith("*")),
             tracking_prefixes=tuple(p[:-1] for p in tracking if p.endswith("*")),
             session_params=frozenset(p for p in session if not p.endswith("*")),
             session_prefixes=tuple(p[:-1] for p in session if p.endswith("*")),
             sort_query=get_bool(settings, "URL_SORT_QUERY"),
         )
+        if len(_configs) >= 64:
+            _configs.clear()
+        return _configs.setdefault(config, config)
 
     def drops_param(self, name: str) -> bool:
         return (
@@ -100,6 +114,8 @@ class NormalizationConfig:
 
 
 DEFAULT_CONFIG = NormalizationConfig()
+#: The configurations :meth:`NormalizationConfig.from_settings` made, each kept once (bounded).
+_configs: dict[NormalizationConfig, NormalizationConfig] = {DEFAULT_CONFIG: DEFAULT_CONFIG}
 _session_patterns: dict[NormalizationConfig, re.Pattern[str]] = {}
 
 

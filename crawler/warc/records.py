@@ -39,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -67,10 +68,12 @@ _BASE32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 _BASE32_AS_INT = str.maketrans(_BASE32, "0123456789abcdefghijklmnopqrstuv")
 
 
+@lru_cache(maxsize=1024)
 def sha1_bytes(digest: str) -> bytes:
     """The 20 bytes of a ``sha1:<base32>`` digest, the inverse of :func:`sha1_base32` (read as one
     base-32 integer: ``base64.b32decode`` is pure Python, 8 us a digest); a digest in another form is
-    decoded by ``base64`` (or refused by it: ``binascii.Error``)."""
+    decoded by ``base64`` (or refused by it: ``binascii.Error``). Remembered (bounded): the duplicate
+    check and the URL record each read a page's digest."""
     text = digest.removeprefix("sha1:")
     if len(text) != 32 or text.strip(_BASE32):
         return base64.b32decode(text)
@@ -82,12 +85,23 @@ def payload_digest(payload: bytes) -> str:
     return sha1_base32(payload)
 
 
-def warc_date(epoch: float) -> str:
-    """ISO 8601 UTC with microseconds, as WARC/1.1 allows."""
+def _second_micro(epoch: float) -> tuple[int, int]:
     second = int(epoch // 1)
     micro = round((epoch - second) * 1_000_000)  # as datetime rounds: half to even, carried over
     if micro >= 1_000_000:
         second, micro = second + 1, micro - 1_000_000
+    return second, micro
+
+
+def warc_micros(epoch: float) -> int:
+    """Epoch microseconds of :func:`warc_date` of ``epoch``: ``micros_of_warc_date(warc_date(epoch))``."""
+    second, micro = _second_micro(epoch)
+    return second * 1_000_000 + micro
+
+
+def warc_date(epoch: float) -> str:
+    """ISO 8601 UTC with microseconds, as WARC/1.1 allows."""
+    second, micro = _second_micro(epoch)
     if second != _last_second[0]:
         _last_second[0], _last_second[1] = second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
     return f"{_last_second[1]}.{micro:06d}Z"
