@@ -26,7 +26,7 @@ from crawler.frontier.shards import ShardRouter
 from crawler.frontier.store import DONT_FILTER, EXACT_ONLY, Completion, EnqueueEntry, Lease, RedisFrontier, Step
 from crawler.policy.backoff import BackoffPolicy
 from crawler.policy.politeness import PolitenessKey
-from crawler.urls import bloom_positions, normalize_url, url_fingerprint, url_key
+from crawler.urls import bloom_offsets, bloom_positions, normalize_url, url_fingerprint, url_key
 from crawler.urls.domains import RegisteredDomains
 from tests.conftest import RedisServer
 
@@ -752,7 +752,7 @@ def test_inlink_sketch_counts_every_discovery(run: Callable[..., None]) -> None:
         await store.open()
         counts = {}
         for url in (popular, rare):
-            positions = bloom_positions(url_fingerprint(url), SEEN.bloom_bits, SEEN.bloom_hashes)
+            positions = bloom_offsets(url_fingerprint(url), SEEN.bloom_bits, SEEN.bloom_hashes)
             observation = await store.record(url, "c.test", UrlRecord(UrlState.FETCHED, T0 // 1000, 200),
                                              flags=2 if url == rare else 0, inlink_positions=positions)
             counts[url] = observation

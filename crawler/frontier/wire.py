@@ -17,7 +17,7 @@ from crawler.frontier.config import worker_name
 from crawler.frontier.steps import ClaimResult, DrainResult, Lease, StepResult
 from crawler.policy.memory import ADMIT_ALL, Admission
 from crawler.redisconn.resp import command
-from crawler.urls.fingerprint import POSITIONS
+from crawler.urls.fingerprint import POSITIONS, SKETCH_CELLS, sketch_offsets
 
 if TYPE_CHECKING:
     from crawler.frontier.config import FrontierConfig
@@ -80,7 +80,7 @@ class StepCommands:
             hashes = self.seen.bloom_hashes
             unpack = POSITIONS[hashes].unpack
             cells = self.config.inlink_cells
-            sketched = min(4, hashes) if cells else 0
+            sketched = min(SKETCH_CELLS, hashes) if cells else 0
             grouping = self.config.politeness_key.grouping
             admission = self.admission
             head = (
@@ -97,8 +97,7 @@ class StepCommands:
                         args.append(e.group or e.host)
                     args += offsets
                     if sketched:
-                        # The in-link sketch's cells (common.lua, inlink_cells).
-                        args += [f"#{offset % cells}" for offset in offsets[:sketched]]
+                        args += sketch_offsets(offsets, cells)
                 commands.append(command(*args))
                 order.append("enqueue")
         if completions:

@@ -18,14 +18,15 @@ fetched have no record. Measured with ``benchmarks/memory.py``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from crawler.frontier.compact import BucketSizes
 from crawler.metadata.record import RECORD_FIELDS, RECORD_VERSION, UrlRecord, UrlState
 from crawler.redisconn.batch import BatchedScripts
 from crawler.schema import script_source
-from crawler.urls import page_fingerprint, url_fingerprint, url_key
+from crawler.urls import page_fingerprint, sketch_offsets, url_fingerprint, url_key
 from crawler.warc.records import sha1_bytes
 
 __all__ = [
@@ -95,16 +96,16 @@ class UrlMetadataStore:
         await self.scripts.load()
 
     async def record(
-        self, url: str, host: str, record: UrlRecord, *, flags: int = 0, inlink_positions: bytes = b""
+        self, url: str, host: str, record: UrlRecord, *, flags: int = 0, inlink_positions: Sequence[int] = ()
     ) -> Observation:
-        """Record a fetch; ``inlink_positions`` are the URL's in-link sketch cells (little-endian uint32)."""
+        """Record a fetch; ``inlink_positions`` are the URL's Bloom positions (:func:`bloom_offsets`), for its
+        in-link estimate (none: no estimate)."""
         keys = self.router.keys_for(host)
-        reply = await self.scripts.call(
-            "urlmeta",
-            [keys.lh("url")],
-            [url_key(page_fingerprint(url)), record.pack(), self.change_distance, keys.prefix, host, flags,
-             inlink_positions, self.inlink_cells, self.repeat_window, self.sizes.records],
-        )
+        args: list[Any] = [url_key(page_fingerprint(url)), record.pack(), self.change_distance, keys.prefix, host,
+                           flags, self.repeat_window, self.sizes.records]
+        if inlink_positions and self.inlink_cells:
+            args += sketch_offsets(inlink_positions, self.inlink_cells)
+        reply = await self.scripts.call("urlmeta", [keys.lh("url")], args)
         changed, observations, changes, previous, first, inlinks, pages, errors, near, repeat = (int(x) for x in reply)
         return Observation(
             None if changed < 0 else bool(changed), observations, changes, previous, first, inlinks, pages, errors,

@@ -35,7 +35,7 @@ from crawler.policy.priority import HostQuality
 from crawler.redisconn.provider import RedisProvider
 from crawler.settings_parsing import get_bool, get_float, get_int, is_set
 from crawler.urls import NormalizationConfig, UrlError, normalize_page_url, page_fingerprint
-from crawler.urls.fingerprint import bloom_positions
+from crawler.urls.fingerprint import bloom_offsets
 from crawler.urls.normalize import DEFAULT_CONFIG as DEFAULT_NORMALIZATION
 
 if TYPE_CHECKING:
@@ -152,9 +152,9 @@ class UrlMetadataPipeline:
             host=host,
         )
         flags = (PAGE_ERROR if item.status >= 400 else 0) | (PAGE_NEAR_DUPLICATE if item.near_duplicate_of else 0)
-        positions = b""
+        positions: list[int] = []
         if self.inlink_cells and self.seen is not None:
-            positions = bloom_positions(page_fingerprint(url), self.seen.bloom_bits, self.seen.bloom_hashes)
+            positions = bloom_offsets(page_fingerprint(url), self.seen.bloom_bits, self.seen.bloom_hashes)
         try:
             store = self.store
             observation = await self.provider.outage.call(

@@ -1,6 +1,13 @@
 """URLs: normalization, fingerprints, filters and registered domains (pure, no I/O)."""
 
-from crawler.urls.fingerprint import bloom_positions, page_fingerprint, url_fingerprint, url_key
+from crawler.urls.fingerprint import (
+    bloom_offsets,
+    bloom_positions,
+    page_fingerprint,
+    sketch_offsets,
+    url_fingerprint,
+    url_key,
+)
 from crawler.urls.normalize import (
     NORMALIZATION_VERSION,
     EncodedHostError,
@@ -16,12 +23,14 @@ __all__ = [
     "EncodedHostError",
     "NormalizationConfig",
     "UrlError",
+    "bloom_offsets",
     "bloom_positions",
     "clean_reference",
     "host_of",
     "normalize_page_url",
     "normalize_url",
     "page_fingerprint",
+    "sketch_offsets",
     "url_fingerprint",
     "url_key",
 ]

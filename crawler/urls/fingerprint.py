@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from functools import lru_cache
 from hashlib import blake2b
 
@@ -31,8 +32,8 @@ def page_fingerprint(normalized_url: str) -> bytes:
     return url_fingerprint(normalized_url)
 
 
-def bloom_positions(fingerprint: bytes, bits: int, hashes: int) -> bytes:
-    """``hashes`` bit positions in a ``bits``-bit filter, packed as little-endian uint32.
+def bloom_offsets(fingerprint: bytes, bits: int, hashes: int) -> list[int]:
+    """``hashes`` bit positions in a ``bits``-bit filter.
 
     Kirsch-Mitzenmacher double hashing: ``(h1 + i * h2) mod bits`` with ``h1``
     and ``h2`` two independent 32-bit words of the 128-bit fingerprint (a
@@ -41,4 +42,21 @@ def bloom_positions(fingerprint: bytes, bits: int, hashes: int) -> bytes:
     """
     h1 = int.from_bytes(fingerprint[8:12], "little")
     h2 = int.from_bytes(fingerprint[12:16], "little") | 1
-    return POSITIONS[hashes].pack(*[(h1 + i * h2) % bits for i in range(hashes)])
+    return [(h1 + i * h2) % bits for i in range(hashes)]
+
+
+def bloom_positions(fingerprint: bytes, bits: int, hashes: int) -> bytes:
+    """:func:`bloom_offsets`, packed as little-endian uint32."""
+    return POSITIONS[hashes].pack(*bloom_offsets(fingerprint, bits, hashes))
+
+
+#: Bloom positions of a URL that are its in-link sketch cells (the first ones).
+SKETCH_CELLS = 4
+
+
+def sketch_offsets(positions: Sequence[int], cells: int) -> list[str]:
+    """A URL's cells in the in-link sketch (a counting Bloom filter of ``cells`` 8-bit cells), as
+    ``BITFIELD`` offsets (``#<cell>``): its first Bloom positions modulo ``cells``. Made here, not in
+    the scripts: Redis' Lua writes a number as text with ``sprintf``, about 5,000 instructions."""
+    return [f"#{position % cells}" for position in positions[:SKETCH_CELLS]]
+

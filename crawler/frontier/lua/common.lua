@@ -207,36 +207,11 @@ end
 
 -- The in-link sketch (P .. K.inlinks): a counting Bloom filter of saturating
 -- 8-bit cells, one BITFIELD string. A URL's cells are its first four Bloom
--- positions (little-endian uint32) modulo the number of cells; its estimate
--- is the smallest of them (never below the true count, above it only where
--- every cell collides). The enqueue script gets these cells ready-made from
--- the worker (StepCommands computes the same '#<cell>' offsets).
-local function inlink_cells(positions, cells)
-  local count = math.min(4, math.floor(#positions / 4))
-  local out = {}
-  for j = 1, count do
-    out[j] = struct.unpack('<I4', positions, (j - 1) * 4 + 1) % cells
-  end
-  return out
-end
-
-local function inlink_estimate(key, positions, cells)
-  local args = {'BITFIELD_RO', key}
-  for _, cell in ipairs(inlink_cells(positions, cells)) do
-    args[#args + 1] = 'GET'
-    args[#args + 1] = 'u8'
-    args[#args + 1] = '#' .. cell
-  end
-  if #args == 2 then
-    return 0
-  end
-  local values = redis.call(unpack(args))
-  local low = values[1]
-  for j = 2, #values do
-    low = math.min(low, values[j])
-  end
-  return low
-end
+-- positions modulo the number of cells; its estimate is the smallest of them
+-- (never below the true count, above it only where every cell collides). The
+-- scripts get the cells ready-made from the worker as BITFIELD offsets
+-- ('#<cell>', crawler/urls/fingerprint.py sketch_offsets): a number written
+-- as text here costs a sprintf.
 
 -- Linear hashing (Litwin, 1980): a structure that grows one small key at a
 -- time, so each key stays in Redis' compact encodings (an intset, a

@@ -3,10 +3,10 @@
 -- KEYS[1]: the shard's URL-record state (P..K.lh..'url'; anchors the script to the shard's slot)
 -- ARGV: URL key, new record (crawler/metadata/record.py, without history),
 --       SimHash change threshold, shard prefix P, host, flags (1: the fetch
---       is an error, 2: a near duplicate), in-link sketch positions (the
---       URL's Bloom positions, little-endian uint32; '' = none), sketch cells,
---       repeat window (seconds; 0 = none), URL records per bucket (linear
---       hashing, see common.lua)
+--       is an error, 2: a near duplicate), repeat window (seconds; 0 = none),
+--       URL records per bucket (linear hashing, see common.lua), then the
+--       URL's cells in the in-link sketch as BITFIELD offsets ('#<cell>',
+--       crawler/urls/fingerprint.py sketch_offsets; none: no estimate)
 -- A repeat delivery changes nothing: a fetch with the stored status and
 -- payload digest, less than the repeat window from the stored fetch, before or
 -- after it (a URL fetched again because its lease expired, whose two records
@@ -26,9 +26,9 @@
 local key = ARGV[1]
 local new = record_unpack(ARGV[2])
 local threshold = tonumber(ARGV[3])
-local P, host, flags, positions, cells = ARGV[4], ARGV[5], tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
-local window = tonumber(ARGV[9])
-local records = urls_open(P, tonumber(ARGV[10]))
+local P, host, flags = ARGV[4], ARGV[5], tonumber(ARGV[6])
+local window = tonumber(ARGV[7])
+local records = urls_open(P, tonumber(ARGV[8]))
 local DIGEST, SIMHASH = URLREC_FLAG.FLAG_DIGEST, URLREC_FLAG.FLAG_SIMHASH
 
 local function distance(a, b)
@@ -60,11 +60,18 @@ local function keep_content(to, from)
   set_flag(to, SIMHASH, record_has(from, SIMHASH))
 end
 
+-- The in-link estimate: the smallest of the URL's sketch cells.
 local function inlink_count()
-  if positions ~= '' and cells > 0 then
-    return inlink_estimate(P .. K.inlinks, positions, cells)
+  if #ARGV < 9 then
+    return 0
   end
-  return 0
+  local args = {'BITFIELD_RO', P .. K.inlinks}
+  for i = 9, #ARGV do
+    args[#args + 1] = 'GET'
+    args[#args + 1] = 'u8'
+    args[#args + 1] = ARGV[i]
+  end
+  return math.min(unpack(redis.call(unpack(args))))
 end
 
 local quality = P .. K.host_quality
@@ -145,6 +152,5 @@ if math.floor(flags / 2) % 2 == 1 then
   near = redis.call('HINCRBY', quality, host .. '|d', '1')
 end
 
--- The in-link estimate: the smallest of the URL's sketch counters.
 return {changed, new[URLREC.observations], new[URLREC.changes], previous, new[URLREC.first_fetch], inlink_count(),
         pages, errors, near, 0}
