@@ -234,7 +234,7 @@ def _words(code: str) -> set[str]:
 #: of a URL record's store): item pipelines send their calls of one event-loop turn as one
 #: (:class:`crawler.redisconn.batch.BatchedScripts`).
 MANY_CALLS = """
-local replies, at, total = {}, 1, #ARGV
+local replies, at, total = {}, 1, #ARGV{open_states}
 while at <= total do
   local n = tonumber(ARGV[at])
   local args = {}
@@ -249,7 +249,7 @@ while at <= total do
   end
   replies[#replies + 1] = reply
   at = at + n + 1
-end
+end{flush_states}
 return replies"""
 
 
@@ -261,23 +261,35 @@ def compose(shebang: str, body: str, *, common: bool = True, many: bool = False)
     of its ARGV, run for each of many calls (:data:`MANY_CALLS`)."""
     tables = _tables()
     body = _with_literals(body, tables)
-    wanted = _words(body)
-    chosen: list[str] = []
-    if common:
-        helpers = _definitions(
-            _with_literals((resources.files("crawler.frontier") / "lua" / "common.lua").read_text(encoding="utf-8"),
-                           tables))
-        for name, text in reversed(helpers):  # a helper only uses those defined above it
-            if name in wanted:
-                chosen.append(text)
-                wanted |= _words(text)
-        chosen.reverse()
+    helpers = _definitions(
+        _with_literals((resources.files("crawler.frontier") / "lua" / "common.lua").read_text(encoding="utf-8"),
+                       tables)) if common else []
+    wanted, chosen = _chosen(helpers, _words(body))
+    if many:
+        # Linear-hashing states stay open for the run (common.lua, LH_RUN) and are saved at its end.
+        states = "lh_open" in wanted
+        if states:
+            wanted, chosen = _chosen(helpers, wanted | {"lh_flush"})
+        driver = MANY_CALLS.replace("{open_states}", "\nLH_RUN = {}" if states else "")
+        driver = driver.replace("{flush_states}", "\nlh_flush()" if states else "")
+        body = f"local function one(ARGV)\n{body}\nend\n{driver}"
     prelude = [f"local {table} = {{{', '.join(f'{name} = {value}' for name, value in entries.items())}}}"
                for table, entries in tables.items() if table in wanted]
     prelude += [f"local {name} = {value}" for name, value in _constants().items() if name in wanted]
-    if many:
-        body = f"local function one(ARGV)\n{body}\nend\n{MANY_CALLS}"
     return "\n".join([shebang, *prelude, *chosen, body])
+
+
+def _chosen(helpers: list[tuple[str, str]], wanted: set[str]) -> tuple[set[str], list[str]]:
+    """The helpers that code using the names ``wanted`` needs (directly or through another helper), in
+    their order, and every name they and the code use."""
+    wanted = set(wanted)
+    chosen: list[str] = []
+    for name, text in reversed(helpers):  # a helper only uses those defined above it
+        if name in wanted:
+            chosen.append(text)
+            wanted |= _words(text)
+    chosen.reverse()
+    return wanted, chosen
 
 
 def script_source(package: str, name: str, *, common: bool = True, many: bool = False) -> str:

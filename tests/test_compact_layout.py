@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 import random
 import struct
+from typing import Any
 
 import pytest
 import redis
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 
 from crawler.exceptions import ConfigurationError
 from crawler.frontier.compact import LH_MOD, LinearHash, lh_hash
@@ -61,22 +63,38 @@ def test_lh_hash_spreads_url_keys_evenly_over_buckets() -> None:
     assert (10**9 // LH_MOD + 1) / (10**9 / LH_MOD) < 1.02
 
 
-def test_linear_hashing_splits_keep_every_entry_in_the_bucket_python_computes(redis_server: RedisServer) -> None:
-    """Entries added in batches through lh_open/lh_close: the structure splits as it grows, every
-    bucket holds only keys that hash to it, and Python's LinearHash finds each key's bucket."""
-    client = redis_server.client()
-    keys = FrontierKeys(f"lh-{random.getrandbits(32)}")
-    base = keys.exact(0)[:-1]
-    body = """
-local lh = lh_open(ARGV[1], 'seen', ARGV[2], 'set', 16)
+def _lh_adds(load: int) -> str:
+    """Lua adding ARGV[3..] to the linear-hashing set 'seen' (ARGV[1]: prefix, ARGV[2]: bucket base)."""
+    return f"""
+local lh = lh_open(ARGV[1], 'seen', ARGV[2], 'set', {load})
 for i = 3, #ARGV do
   if redis.call('SADD', lh_key(lh, lh_hash(ARGV[i])), ARGV[i]) == 1 then
     lh.added = lh.added + 1
   end
 end
 lh_close(lh)
-return redis.call('GET', ARGV[1] .. K.lh .. 'seen')
 """
+
+
+def _members_in_place(client: Any, keys: FrontierKeys, lh: LinearHash, most: int | None = None) -> int:
+    """The members of every bucket, each checked to be in the bucket Python computes for it (and the
+    bucket no larger than ``most``)."""
+    found = 0
+    for bucket in range(lh.buckets):
+        members = {int(m) for m in client.smembers(keys.exact(bucket))}
+        assert all(lh.bucket(member) == bucket for member in members), bucket
+        assert most is None or len(members) <= most
+        found += len(members)
+    return found
+
+
+def test_linear_hashing_splits_keep_every_entry_in_the_bucket_python_computes(redis_server: RedisServer) -> None:
+    """Entries added in batches through lh_open/lh_close: the structure splits as it grows, every
+    bucket holds only keys that hash to it, and Python's LinearHash finds each key's bucket."""
+    client = redis_server.client()
+    keys = FrontierKeys(f"lh-{random.getrandbits(32)}")
+    base = keys.exact(0)[:-1]
+    body = _lh_adds(16) + "return redis.call('GET', ARGV[1] .. K.lh .. 'seen')\n"
     rng = random.Random(5)
     added: list[int] = []
     for _ in range(20):
@@ -86,14 +104,50 @@ return redis.call('GET', ARGV[1] .. K.lh .. 'seen')
     lh = LinearHash.parse(state)  # type: ignore[arg-type]
     assert lh.entries == len(set(added)) == 2000
     assert lh.buckets >= 2000 // 16
-    found = 0
-    for bucket in range(lh.buckets):
-        members = {int(m) for m in client.smembers(keys.exact(bucket))}
-        assert all(lh.bucket(member) == bucket for member in members), bucket
-        # No bucket has grown past a few times the load (each stays a small intset).
-        assert len(members) <= 16 * 4
-        found += len(members)
-    assert found == 2000
+    # No bucket has grown past a few times the load (each stays a small intset).
+    assert _members_in_place(client, keys, lh, most=16 * 4) == 2000
+
+
+def test_many_calls_in_one_run_share_the_linear_hashing_state_and_save_it_once(redis_server: RedisServer) -> None:
+    """A script's many form opens a linear-hashing state once for all its calls and writes its count at
+    the end (splits write theirs at once): after runs of 100 calls of 3 keys each, with a call failing
+    in the middle, the state counts every key added, each is in the bucket Python computes, and the
+    structure split as it grew. The plain form is unchanged (it writes at every call)."""
+    from crawler.schema import compose
+
+    client = redis_server.client()
+    keys = FrontierKeys(f"lh-many-{random.getrandbits(32)}")
+    base = keys.exact(0)[:-1]
+    body = "if ARGV[3] == 'fail' then\n  error('a failing call')\nend\n" + _lh_adds(4) + "return lh.n\n"
+    many = compose("#!lua", body, many=True)
+    assert "LH_RUN = {}" in many and "lh_flush()" in many
+    rng = random.Random(7)
+    added: list[int] = []
+    sets = 0
+    for _ in range(10):
+        packed: list[object] = []
+        for call in range(100):
+            batch: list[object] = ["fail"] if call == 50 else [signed(rng.getrandbits(64)) for _ in range(3)]
+            packed += [2 + len(batch), keys.prefix, base, *batch]
+            if call != 50:
+                added += batch  # type: ignore[arg-type]
+        before = int(client.info("commandstats").get("cmdstat_set", {}).get("calls", 0))
+        replies = client.eval(many, 1, keys.lh("seen"), *packed)
+        sets += int(client.info("commandstats").get("cmdstat_set", {}).get("calls", 0)) - before
+        assert isinstance(replies[50], ResponseError) and "a failing call" in str(replies[50])
+        assert replies[99] == len(added)  # the count carried from call to call within the run
+    lh = LinearHash.parse(client.get(keys.lh("seen")))  # type: ignore[arg-type]
+    assert lh.entries == len(set(added)) == 2970
+    assert lh.buckets >= 2970 // 4
+    # Written at each split and once per run, not once per call (990 calls).
+    assert sets < 990
+    assert _members_in_place(client, keys, lh) == 2970
+    # The plain form of the same body writes its state at every call.
+    plain = compose("#!lua", body)
+    assert "LH_RUN = {}" not in plain
+    extra = [signed(rng.getrandbits(64)) for _ in range(3)]
+    assert client.eval(plain, 1, keys.lh("seen"), keys.prefix, base, *extra) == 2973
+    assert LinearHash.parse(client.get(keys.lh("seen"))).entries == 2973  # type: ignore[arg-type]
 
 
 def test_a_url_record_packed_by_lua_is_byte_identical_to_python_s(redis_server: RedisServer) -> None:

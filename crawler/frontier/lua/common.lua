@@ -237,14 +237,30 @@ local function lh_hash(decimal)
   return h % LH_MOD
 end
 
+-- The states a script's many form (crawler/schema.py MANY_CALLS) has open, by key: its calls read a
+-- state once and write its count once, at the end of the run (lh_flush), unless they split a bucket
+-- (the split's state is written at once). A count written late, or not at all if the run fails,
+-- only delays a split. False in a script's plain form.
+local LH_RUN = false
+
 local function lh_open(P, name, base, kind, load)
-  local raw = redis.call('GET', P .. K.lh .. name)
+  local state = P .. K.lh .. name
+  local lh = LH_RUN and LH_RUN[state]
+  if lh then
+    lh.load, lh.added = math.max(1, load), 0
+    return lh
+  end
+  local raw = redis.call('GET', state)
   local L, s, n = 0, 0, 0
   if raw then
     L, s, n = struct.unpack(LH_STATE, raw)
   end
-  return {state = P .. K.lh .. name, base = base, kind = kind, load = math.max(1, load), L = L, s = s, n = n,
-          added = 0}
+  lh = {state = state, base = base, kind = kind, load = math.max(1, load), L = L, s = s, n = n, added = 0,
+        dirty = false}
+  if LH_RUN then
+    LH_RUN[state] = lh
+  end
+  return lh
 end
 
 local function lh_key(lh, h)
@@ -256,14 +272,18 @@ local function lh_key(lh, h)
   return lh.base .. fmt(b)
 end
 
--- Count `count` new entries; split while over the load; save the state.
--- Called once at the end of a script (its lookups used the state it read).
+-- Count the new entries (lh.added); split while over the load; save the state.
+-- Called once at the end of a script or call (its lookups used the state it read).
 local function lh_close(lh)
   if lh.added == 0 then
     return
   end
   lh.n = lh.n + lh.added
   lh.added = 0
+  if LH_RUN and not (lh.n > lh.load * (2 ^ lh.L + lh.s) and lh.L < 24) then
+    lh.dirty = true
+    return
+  end
   while lh.n > lh.load * (2 ^ lh.L + lh.s) and lh.L < 24 do
     local size = 2 ^ lh.L
     local from = lh.base .. fmt(lh.s)
@@ -297,7 +317,18 @@ local function lh_close(lh)
       lh.s = 0
     end
   end
+  lh.dirty = false
   redis.call('SET', lh.state, struct.pack(LH_STATE, lh.L, lh.s, lh.n))
+end
+
+-- The counts a many form's calls left unwritten (lh_close), at the end of its run.
+local function lh_flush()
+  for state, lh in pairs(LH_RUN) do
+    if lh.dirty then
+      lh.dirty = false
+      redis.call('SET', state, struct.pack(LH_STATE, lh.L, lh.s, lh.n))
+    end
+  end
 end
 
 -- URL records (crawler/metadata/record.py): a binary head (URLREC_FORMAT),
