@@ -20,6 +20,7 @@ admission).
 from __future__ import annotations
 
 import json
+import struct
 import time
 from dataclasses import dataclass
 from enum import StrEnum
@@ -51,7 +52,7 @@ from crawler.robots.policy import (
     origin_of,
     prepare_robots,
 )
-from crawler.urls import bloom_positions, normalize_url, url_fingerprint, url_key
+from crawler.urls import bloom_positions, normalize_url, sketch_offsets, url_fingerprint, url_key
 from crawler.urls.filters import Dropped, FilterConfig, UrlFilter
 from crawler.urls.normalize import UrlError
 from crawler.warc.store import WarcStoreConfig, s3_client
@@ -358,11 +359,11 @@ def _recrawl_of(record: UrlRecord, lookup: Lookup) -> dict[str, Any]:
 
 async def _inlinks(client: AnyRedis, keys: FrontierKeys, positions: bytes, meta: dict[str, str]) -> int | None:
     cells = int(meta.get("inlink_cells") or 0)
-    if not cells or not positions:
+    count = len(positions) // 4
+    if not cells or not count:
         return None
-    args: list[Any] = []
-    for j in range(0, min(16, len(positions)), 4):
-        args += ["GET", "u8", f"#{int.from_bytes(positions[j:j + 4], 'little') % cells}"]
+    offsets = sketch_offsets(struct.unpack(f"<{count}I", positions[: 4 * count]), cells)
+    args = [part for offset in offsets for part in ("GET", "u8", offset)]
     values = await client.execute_command("BITFIELD_RO", keys.inlinks, *args)
     return min(int(v) for v in values) if values else 0
 

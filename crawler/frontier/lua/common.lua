@@ -205,14 +205,6 @@ local function requeue(P, leaseno, id, host, level, at, grouped, per_key)
   end
 end
 
--- The in-link sketch (P .. K.inlinks): a counting Bloom filter of saturating
--- 8-bit cells, one BITFIELD string. A URL's cells are its first four Bloom
--- positions modulo the number of cells; its estimate is the smallest of them
--- (never below the true count, above it only where every cell collides). The
--- scripts get the cells ready-made from the worker as BITFIELD offsets
--- ('#<cell>', crawler/urls/fingerprint.py sketch_offsets): a number written
--- as text here costs a sprintf.
-
 -- Linear hashing (Litwin, 1980): a structure that grows one small key at a
 -- time, so each key stays in Redis' compact encodings (an intset, a
 -- listpack) whatever the crawl's size. Its state, P..K.lh..name, is

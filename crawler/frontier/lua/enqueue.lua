@@ -13,7 +13,7 @@
 -- then 7 + g + k + c values per request: URL key (64-bit, decimal), its
 --   linear-hashing hash (lh_hash), host, registered domain, level, flags, queue entry, [its group,
 --   when ARGV[6] is 2: g = 1], the k Bloom bit offsets (decimal), the c sketch
---   cells ('#<n>', see common.lua).
+--   cells ('#<n>', sketch_offsets in crawler/urls/fingerprint.py).
 -- A host's group is recorded when a new URL of it arrives while it owns no
 -- back queue (so a host's group can change between its visits, not during one).
 --   flags bit 1: dont_filter (enqueue even if seen);
@@ -34,7 +34,8 @@
 -- waits in the front queue of its level as "<host> <entry>" until the refill
 -- gives its host a back queue.
 -- Every request counts as an in-link of its URL in the sketch (P..'inlinks',
--- see common.lua), new or not: how often the crawl has found the URL.
+-- see inlink_count in crawler/metadata/lua/urlmeta.lua), new or not: how often
+-- the crawl has found the URL.
 -- Returns {added, duplicates, over host budget, over domain budget, bloom
 -- false positives, refused for memory}.
 local P = ARGV[1]

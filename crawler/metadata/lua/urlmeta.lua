@@ -60,7 +60,13 @@ local function keep_content(to, from)
   set_flag(to, SIMHASH, record_has(from, SIMHASH))
 end
 
--- The in-link estimate: the smallest of the URL's sketch cells.
+-- The in-link estimate. The in-link sketch (P .. K.inlinks, counted by the
+-- enqueue script) is a counting Bloom filter of saturating 8-bit cells, one
+-- BITFIELD string; a URL's cells are its first four Bloom positions modulo
+-- the number of cells, and its estimate the smallest of them (never below the
+-- true count, above it only where every cell collides). The worker sends the
+-- cells as BITFIELD offsets ('#<cell>', sketch_offsets in
+-- crawler/urls/fingerprint.py): a number written as text in Lua is a sprintf.
 local function inlink_count()
   if #ARGV < 9 then
     return 0
