@@ -100,6 +100,8 @@ def test_a_fetched_url(crawled: dict[str, Any]) -> None:
     assert answer["last_fetch"]["status"] == 200 and answer["last_fetch"]["observations"] == 1
     assert answer["seen"]["member"] is True and answer["robots"]["allowed"] is True
     assert answer["recrawl"]["next_visit"] is not None
+    # Found at least once (its seed), counted in the in-link sketch the lookup reads.
+    assert isinstance(answer["inlinks"], int) and answer["inlinks"] >= 1
     [record] = answer["warc"]["records"]
     assert record["file"].endswith(".warc.gz") and record["status"] == "200" and record["length"] > 0
     text = frontier_command("url", web.url(0), settings=crawled["settings"]).stdout
