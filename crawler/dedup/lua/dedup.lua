@@ -85,13 +85,20 @@ if simhash == '' or blocks == '' then
   return finish('', '', '', -1, '', '')
 end
 
+-- Block i of this page: its hash and field (decimal bytes from a table, not string.format: a C
+-- function call costs Redis' Lua as much as a hundred lines of arithmetic).
 local function block_of(i)
-  local high, low = string.byte(simhash, 2 * i + 1), string.byte(simhash, 2 * i + 2)
-  return P .. K.near .. string.format('%d:%d', i, high), string.format('%d', low)
+  local high, low = string.byte(simhash, 2 * i + 1, 2 * i + 2)
+  return P .. K.near .. BYTE_DECIMAL[i] .. ':' .. BYTE_DECIMAL[high], BYTE_DECIMAL[low]
 end
 
 -- A SimHash without block i (6 bytes), and whole again.
 local function outside(h, i)
+  if i == 0 then
+    return string.sub(h, 3, 8)
+  elseif i == 3 then
+    return string.sub(h, 1, 6)
+  end
   return string.sub(h, 1, 2 * i) .. string.sub(h, 2 * i + 3, 8)
 end
 
@@ -101,7 +108,8 @@ end
 
 -- The reference filed with a SimHash under its block 0 (when that is in this shard).
 local function reference_of(h)
-  local entries = redis.call('HGET', P .. K.near .. '0:' .. string.byte(h, 1), string.byte(h, 2)) or ''
+  local high, low = string.byte(h, 1, 2)
+  local entries = redis.call('HGET', P .. K.near .. '0:' .. BYTE_DECIMAL[high], BYTE_DECIMAL[low]) or ''
   local rest = outside(h, 0)
   for j = 1, #entries, 16 do
     if string.sub(entries, j, j + 5) == rest then
@@ -128,24 +136,27 @@ local function bits24(x)
   return band(x, 0xFF) + band(rshift(x, 8), 0xFF) + rshift(x, 16)
 end
 
--- This page's blocks held here, each read once: its hash and field, the SimHash outside it, and
--- (after the scan) the entries filed under it, which the add appends to.
-local mine = {}
-for n = 1, #blocks do
-  local i = string.byte(blocks, n) - 48
-  local key, field = block_of(i)
-  mine[n] = {i = i, key = key, field = field, rest = outside(simhash, i)}
+-- This page's blocks held here ("0123" or a subset), each read once: the scan compares the
+-- SimHash outside block i, 24 bits at a time, with each entry filed under the block; the add
+-- appends to the entries read.
+local held = {string.byte(blocks, 1, -1)}
+local s = {string.byte(simhash, 1, 8)}
+local keys, fields, found = {}, {}, {}
+-- Byte k of the 6 outside block i.
+local function nth_outside(k, i)
+  return k <= 2 * i and s[k] or s[k + 2]
 end
-
 local best, best_distance, best_ref = nil, max_distance + 1, ''
-if mode ~= 2 then
-  for _, block in ipairs(mine) do
-    local i = block.i
-    local entries = redis.call('HGET', block.key, block.field)
-    block.entries = entries or ''
+for n = 1, #held do
+  local i = held[n] - 48
+  local key, field = block_of(i)
+  keys[n], fields[n] = key, field
+  if mode ~= 2 then
+    local entries = redis.call('HGET', key, field)
+    found[n] = entries or ''
     if entries then
-      local m1, m2, m3, m4, m5, m6 = string.byte(block.rest, 1, 6)
-      local high, low = m1 * 65536 + m2 * 256 + m3, m4 * 65536 + m5 * 256 + m6
+      local high = nth_outside(1, i) * 65536 + nth_outside(2, i) * 256 + nth_outside(3, i)
+      local low = nth_outside(4, i) * 65536 + nth_outside(5, i) * 256 + nth_outside(6, i)
       local width = i == 0 and 16 or 6
       for j = 1, #entries, width do
         local e1, e2, e3, e4, e5, e6 = string.byte(entries, j, j + 5)
@@ -170,10 +181,14 @@ if best then
   return finish('', '', best, best_distance, best_ref, url_of(best_ref))
 end
 if mode == 1 or mode == 2 then
-  for _, block in ipairs(mine) do
-    local entry = block.i == 0 and block.rest .. ref or block.rest
-    local entries = block.entries or redis.call('HGET', block.key, block.field) or ''
-    redis.call('HSET', block.key, block.field, entries .. entry)
+  for n = 1, #held do
+    local i = held[n] - 48
+    local entries = found[n] or redis.call('HGET', keys[n], fields[n]) or ''
+    if i == 0 then
+      redis.call('HSET', keys[n], fields[n], entries .. outside(simhash, 0) .. ref)
+    else
+      redis.call('HSET', keys[n], fields[n], entries .. outside(simhash, i))
+    end
   end
 end
 return finish('', '', '', -1, '', '')
