@@ -240,11 +240,7 @@ MANY_CALLS = """
 local replies, at, total = {}, 1, #ARGV{open_states}
 while at <= total do
   local n = tonumber(ARGV[at])
-  local args = {}
-  for i = 1, n do
-    args[i] = ARGV[at + i]
-  end
-  local ok, reply = pcall(one, args)
+  local ok, reply = pcall(one, {unpack(ARGV, at + 1, at + n)})
   if not ok then
     reply = type(reply) == 'table' and reply.err and reply or {err = tostring(reply)}
   elseif reply == nil then

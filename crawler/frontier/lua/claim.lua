@@ -82,7 +82,7 @@ local function host_of_entry(entry)
   return string.sub(entry, 1, string.find(entry, ' ', 1, true) - 1)
 end
 local function take(level, may_open)
-  local queue = string.format('%s%s%d', P, K.front, level)
+  local queue = P .. K.front .. small_decimal(level)
   if may_open then
     return redis.call('RPOP', queue)
   end

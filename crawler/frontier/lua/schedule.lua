@@ -23,7 +23,7 @@ for i = 4, #ARGV, 4 do
     if old > 0 then
       due_remove(P, key, old)
     end
-    due_insert(P, key, at, max)
+    due_insert(P, key, at, max, ARGV[i + 1])
     record[URLREC.next_visit] = at
     record[URLREC.level] = level
     record[URLREC.captured] = captured
