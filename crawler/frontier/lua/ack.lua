@@ -162,7 +162,9 @@ local function complete(i, leaseno, id, level, host, floor, throttled)
   at = math.max(at, tonumber(ARGV[i + 4]))
   local entry = nil
   if id ~= ROBOTS_ID then
-    entry = redis.call('HGET', leased, leaseno)
+    if action ~= 0 then
+      entry = redis.call('HGET', leased, leaseno)  -- (a lease done forgets it unread)
+    end
     push1(forget, leaseno)
   end
   if action == 1 then

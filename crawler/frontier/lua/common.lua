@@ -90,11 +90,23 @@ local function back_key(P, host, level)
   return P .. K.queue .. host .. ':' .. small_decimal(level)
 end
 
+-- (One LMPOP over the host's levels, highest first: one command where an RPOP per
+-- level tried costs one each.)
 local function back_pop(P, host, levels)
+  local args = {'LMPOP', levels}
+  local base = P .. K.queue .. host .. ':'
   for level = 0, levels - 1 do
-    local entry = redis.call('RPOP', back_key(P, host, level))
-    if entry then
-      return entry, level
+    args[level + 3] = base .. small_decimal(level)
+  end
+  args[levels + 3] = 'RIGHT'
+  local popped = redis.call(unpack(args))
+  if not popped then
+    return nil, nil
+  end
+  local key = popped[1]
+  for level = 0, levels - 1 do
+    if args[level + 3] == key then
+      return popped[2][1], level
     end
   end
   return nil, nil
