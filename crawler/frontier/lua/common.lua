@@ -90,23 +90,28 @@ local function back_key(P, host, level)
   return P .. K.queue .. host .. ':' .. small_decimal(level)
 end
 
--- (One LMPOP over the host's levels, highest first: one command where an RPOP per
--- level tried costs one each.)
+-- (Level 0 with an RPOP, the others with one LMPOP, highest first: two commands at most, where
+-- an RPOP per level costs one each.)
 local function back_pop(P, host, levels)
-  local args = {'LMPOP', levels}
   local base = P .. K.queue .. host .. ':'
-  for level = 0, levels - 1 do
-    args[level + 3] = base .. small_decimal(level)
+  local entry = redis.call('RPOP', base .. '0')
+  if entry then
+    return entry, 0
   end
-  args[levels + 3] = 'RIGHT'
-  local popped = redis.call(unpack(args))
-  if not popped then
+  if levels < 2 then
     return nil, nil
   end
-  local key = popped[1]
-  for level = 0, levels - 1 do
-    if args[level + 3] == key then
-      return popped[2][1], level
+  local args = {'LMPOP', levels - 1}
+  for level = 1, levels - 1 do
+    args[level + 2] = base .. small_decimal(level)
+  end
+  args[levels + 2] = 'RIGHT'
+  local popped = redis.call(unpack(args))
+  if popped then
+    for level = 1, levels - 1 do
+      if args[level + 2] == popped[1] then
+        return popped[2][1], level
+      end
     end
   end
   return nil, nil
