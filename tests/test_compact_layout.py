@@ -285,6 +285,44 @@ def test_the_duplicate_index_finds_duplicates_across_hosts_and_shards(redis_serv
     asyncio.run(main())
 
 
+def test_a_simhash_is_filed_under_each_block_s_documented_key_and_field(redis_server: RedisServer) -> None:
+    """Block i of a SimHash is field <low byte> of hash P..'nd:<i>:<high byte>' (decimal), its entry
+    the 6 bytes outside the block, and under block 0 the page's URL key and shard too: bytes of one,
+    two and three digits and 0 and 255, written by the script's table of byte decimals."""
+    from crawler.dedup.index import DedupIndex
+    from crawler.warc.records import micros_of_warc_date, payload_digest
+
+    router = ShardRouter(f"near-keys-{random.getrandbits(32)}", 1)
+    simhash = bytes([0, 255, 100, 200, 10, 99, 254, 1])
+    url = "http://blocks.example/page"
+
+    async def main() -> None:
+        client = Redis.from_url(redis_server.url)
+        index = DedupIndex(client, router, 3)
+        await index.open()
+        try:
+            verdict = await index.check(url, "blocks.example", payload_digest(b"blocks"),
+                                        micros_of_warc_date("2026-12-01T00:00:00Z"), int.from_bytes(simhash, "big"))
+            assert (verdict.duplicate_of, verdict.near_duplicate_of) == (None, None)
+        finally:
+            await index.close()
+            await client.aclose()
+
+    asyncio.run(main())
+    client = redis_server.client()
+    prefix = router.keys[0].prefix
+    written = {key.decode() for key in client.scan_iter(f"{prefix}nd:*")}
+    assert written == {f"{prefix}nd:{i}:{simhash[2 * i]}" for i in range(4)}
+    for i in range(4):
+        entry = client.hget(f"{prefix}nd:{i}:{simhash[2 * i]}", str(simhash[2 * i + 1]))
+        assert entry is not None
+        assert entry[:6] == simhash[:2 * i] + simhash[2 * i + 2:]
+        if i == 0:
+            assert entry[6:] == struct.pack(">qH", url_key(url_fingerprint(url)), 0)
+        else:
+            assert len(entry) == 6
+
+
 @pytest.mark.parametrize("shards", [1, 4])
 def test_the_duplicate_check_writes_a_url_record_only_when_no_metadata_pipeline_does(
         redis_server: RedisServer, shards: int) -> None:
