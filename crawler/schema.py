@@ -237,9 +237,13 @@ def _words(code: str) -> set[str]:
 #: of a URL record's store): item pipelines send their calls of one event-loop turn as one
 #: (:class:`crawler.redisconn.batch.BatchedScripts`).
 MANY_CALLS = """
-local replies, at, total = {}, 1, #ARGV{open_states}
+local replies, counts, at, total = {}, {}, 1, #ARGV{open_states}
 while at <= total do
-  local n = tonumber(ARGV[at])
+  local n = counts[ARGV[at]]
+  if not n then
+    n = tonumber(ARGV[at])
+    counts[ARGV[at]] = n
+  end
   local ok, reply = pcall(one, {unpack(ARGV, at + 1, at + n)})
   if not ok then
     reply = type(reply) == 'table' and reply.err and reply or {err = tostring(reply)}

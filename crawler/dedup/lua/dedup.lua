@@ -27,17 +27,17 @@
 -- A URL key whose shard is this one is resolved to its URL here.
 -- Returns {first capture value or '', its URL record or '', near SimHash or '',
 --          distance or -1, its reference or '', its URL record or ''}.
-local P, here = ARGV[1], tonumber(ARGV[2])
+local P, here = ARGV[1], num(ARGV[2])
 local digest_key, capture = ARGV[3], ARGV[4]
-local simhash, blocks, max_distance, mode = ARGV[5], ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
+local simhash, blocks, max_distance, mode = ARGV[5], ARGV[6], num(ARGV[7]), num(ARGV[8])
 local ref = ARGV[9]
-local digests = lh_open(P, 'dx', P .. K.digests, 'hash', tonumber(ARGV[10]))
+local digests = lh_open(P, 'dx', P .. K.digests, 'hash', num(ARGV[10]))
 local own_key, own_record = ARGV[12], ARGV[13]
 -- The URL records' state, read when first needed (most pages need none).
 local records
 local function opened()
   if not records then
-    records = urls_open(P, tonumber(ARGV[11]))
+    records = urls_open(P, num(ARGV[11]))
   end
   return records
 end

@@ -50,7 +50,11 @@ local park_max = tonumber(ARGV[7])
 local horizon = tonumber(ARGV[8])
 local grouped = ARGV[9] == '1'
 local levels = tonumber(ARGV[10])
-local records = urls_open(P, tonumber(ARGV[11]))
+local records  -- the URL records' state, read when first needed (a dead letter: most calls have none)
+local function opened()
+  records = records or urls_open(P, tonumber(ARGV[11]))
+  return records
+end
 local per_key = tonumber(ARGV[12])
 local leases = KEYS[1]
 local leased = P .. K.leased
@@ -75,7 +79,7 @@ end
 local function resolved(entry)
   if entry and string.byte(entry, 1) == 64 then
     local key = string.sub(entry, 2)
-    local record = redis.call('HGET', lh_key(records, lh_hash(key)), key)
+    local record = redis.call('HGET', lh_key(opened(), lh_hash(key)), key)
     return record and ('#' .. record_external(P, record)) or ''
   end
   return entry or ''
@@ -84,7 +88,7 @@ end
 local function dead_letter(host, level, entry, info)
   local id = fmt(redis.call('INCR', P .. K.lease_sequence))
   redis.call('HSET', P .. K.dead, id, resolved(entry))
-  redis.call('HSET', P .. K.dead_info, id, host .. '\t' .. level .. '\t' .. now .. '\t' .. info)
+  redis.call('HSET', P .. K.dead_info, id, host .. '\t' .. small_decimal(level) .. '\t' .. fmt(now) .. '\t' .. info)
 end
 
 local function complete(i, leaseno, id, level, host, floor, throttled)
@@ -187,7 +191,7 @@ local function complete(i, leaseno, id, level, host, floor, throttled)
     redis.call('HINCRBY', P .. K.host_quality, host .. '|e', 1)
     local key = ARGV[i + 8]
     if key ~= '' then
-      local bucket = lh_key(records, lh_hash(key))
+      local bucket = lh_key(opened(), lh_hash(key))
       local old = redis.call('HGET', bucket, key)
       local record
       if old then
@@ -283,5 +287,7 @@ flush(forget)
 flush(recovered)
 flush(unparked)
 flush(next_ready)
-lh_close(records)
+if records then
+  lh_close(records)
+end
 return {acked, stale, requeued, dead, parked}

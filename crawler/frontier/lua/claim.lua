@@ -25,7 +25,7 @@ local expire_limit = tonumber(ARGV[7])
 local horizon = tonumber(ARGV[8])
 local robots_first = ARGV[9] == '1'
 local grouped = ARGV[10] == '1'
-local records = urls_open(P, tonumber(ARGV[11]))
+local records  -- the URL records' state, read at the first revisit (most calls have none)
 local per_key = tonumber(ARGV[12])
 local first_gap = tonumber(ARGV[13])
 local weights = {}
@@ -259,6 +259,7 @@ if max_claim > 0 then
         blob = entry
         if string.byte(entry, 1) == 64 then  -- '@': a revisit of a URL record
           local key = string.sub(entry, 2)
+          records = records or urls_open(P, tonumber(ARGV[11]))
           local record = redis.call('HGET', lh_key(records, lh_hash(key)), key)
           blob = record and ('#' .. record_external(P, record)) or nil
         end

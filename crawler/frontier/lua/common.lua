@@ -12,6 +12,20 @@ local function fmt(n)
   return string.format('%d', math.floor(n + 0.5))
 end
 
+-- A number given as text (a script's argument), read once per script run: Redis' Lua reads a number
+-- from text with strtod, twice in a tonumber, and the calls of a many form's run
+-- (crawler/schema.py MANY_CALLS) repeat the same settings. The table lives for one run of the
+-- script: at most one entry per argument.
+local NUMBERS = {}
+local function num(text)
+  local n = NUMBERS[text]
+  if not n then
+    n = tonumber(text)
+    NUMBERS[text] = n
+  end
+  return n
+end
+
 -- A small whole number's decimal digits (a level, a block): a table lookup below 256
 -- (BYTE_DECIMAL, crawler/schema.py), where string.format is a C function call, about 2,000 of
 -- Redis' instructions.

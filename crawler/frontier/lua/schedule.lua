@@ -10,11 +10,11 @@
 -- level and the capture time; a URL without a record is not scheduled.
 -- Returns the number of URLs scheduled.
 local P = ARGV[1]
-local max = tonumber(ARGV[2])
-local records = urls_open(P, tonumber(ARGV[3]))
+local max = num(ARGV[2])
+local records = urls_open(P, num(ARGV[3]))
 local scheduled = 0
 for i = 4, #ARGV, 4 do
-  local key, at, level, captured = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+  local key, at, level, captured = ARGV[i], tonumber(ARGV[i + 1]), num(ARGV[i + 2]), tonumber(ARGV[i + 3])
   local bucket = lh_key(records, lh_hash(key))
   local packed = redis.call('HGET', bucket, key)
   if packed then

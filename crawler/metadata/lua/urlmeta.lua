@@ -25,10 +25,10 @@
 --          repeat (1: a repeat delivery, nothing recorded)}.
 local key = ARGV[1]
 local new = record_unpack(ARGV[2])
-local threshold = tonumber(ARGV[3])
-local P, host, flags = ARGV[4], ARGV[5], tonumber(ARGV[6])
-local window = tonumber(ARGV[7])
-local records = urls_open(P, tonumber(ARGV[8]))
+local threshold = num(ARGV[3])
+local P, host, flags = ARGV[4], ARGV[5], num(ARGV[6])
+local window = num(ARGV[7])
+local records = urls_open(P, num(ARGV[8]))
 local DIGEST, SIMHASH = URLREC_FLAG.FLAG_DIGEST, URLREC_FLAG.FLAG_SIMHASH
 
 local function distance(a, b)
