@@ -147,15 +147,18 @@ def describe_next(next_allowed: float | None, now: float | None = None) -> str:
 _BACKLOG = script_source("crawler.frontier", "backlog")
 
 
-async def longest_queues(client: AnyRedis, router: ShardRouter, count: int) -> list[tuple[str, int]]:
+async def longest_queues(client: AnyRedis, router: ShardRouter, count: int,
+                         levels: int = MAX_LEVELS) -> list[tuple[str, int]]:
     """The ``count`` hosts with the most URLs in their back queues, and how many (the hosts that own a
-    back queue are read: a bounded set, at most the frontier's back queues per shard)."""
+    back queue are read: a bounded set, at most the frontier's back queues per shard); ``levels``: the
+    crawl's priority levels when known (each level of each host is a command)."""
+    levels = min(levels, MAX_LEVELS)
     best: list[tuple[int, str]] = []
     for keys in router.keys:
         hosts = sorted(text(host) for host in await client.smembers(keys.active))
         for start in range(0, len(hosts), 500):
             chunk = hosts[start:start + 500]
-            lengths = await client.eval(_BACKLOG, 1, keys.active, keys.prefix, MAX_LEVELS, *chunk)
+            lengths = await client.eval(_BACKLOG, 1, keys.active, keys.prefix, levels, *chunk)
             for host, queued in zip(chunk, (int(n) for n in lengths)):
                 if not queued:
                     continue

@@ -193,7 +193,7 @@ async def gather(timeline: Timeline, client: AnyRedis, router: ShardRouter, craw
         listed: dict[str, list[str]] = {}
         for row in await top_hosts(client, router, WATCHED_HOSTS, HostOrder.ERRORS):
             listed.setdefault(row.host, []).append(f"{row.errors:,} errors")
-        for host, queued in await longest_queues(client, router, WATCHED_HOSTS):
+        for host, queued in await longest_queues(client, router, WATCHED_HOSTS, lookup.config.levels):
             listed.setdefault(host, []).append(f"{queued:,} queued")
         for host, why in listed.items():
             watched.append((", ".join(why), await host_answer(client, lookup, host)))

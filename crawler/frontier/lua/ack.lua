@@ -93,9 +93,9 @@ end
 
 local function complete(i, leaseno, id, level, host, floor, throttled)
   local completed = tonumber(ARGV[i + 2])
-  local action = tonumber(ARGV[i + 3])
+  local action = num(ARGV[i + 3])
   local blob = ARGV[i + 5]
-  local signal = tonumber(ARGV[i + 6])
+  local signal = num(ARGV[i + 6])
   local at = tonumber(ARGV[i + 1])
   local contacted = at ~= 0
   if not contacted then
@@ -163,7 +163,7 @@ local function complete(i, leaseno, id, level, host, floor, throttled)
     push1(recovered, host)
     push1(unparked, host)
   end
-  at = math.max(at, tonumber(ARGV[i + 4]))
+  at = math.max(at, num(ARGV[i + 4]))
   local entry = nil
   if id ~= ROBOTS_ID then
     if action ~= 0 then

@@ -82,7 +82,7 @@ end
 local added, duplicates, over_host, over_domain, false_positives, refused = 0, 0, 0, 0, 0, 0
 for i = 10, #ARGV, stride do
   local key, h, host, domain = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]
-  local level, flags = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
+  local level, flags = num(ARGV[i + 4]), num(ARGV[i + 5])
   local offsets = i + 6 + g  -- ARGV[offsets + j] for j = 1 .. k
   if c > 0 then
     local cells = offsets + k
@@ -92,7 +92,7 @@ for i = 10, #ARGV, stride do
   end
   local exact = lh_key(seen, h)
   local dont_filter = flags % 2 == 1
-  local exact_only = math.floor(flags / 2) % 2 == 1
+  local exact_only = flags % 4 >= 2
   local status = 'new'
   if not dont_filter then
     if fresh[key] then
