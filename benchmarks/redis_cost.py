@@ -12,12 +12,6 @@ steady share on the few hosts of ``--hosts``, counted in). Under
 callgrind Redis runs some 30 times slower, so the crawl is Redis-bound and
 takes about a minute per 3,000 pages; what it does per page is the same.
 
-``--web polite`` crawls ``polite.py``'s web instead (5,000 hosts of 10 pages,
-robots.txt of every kind, 5-20 ms answers: each host's robots.txt, queue and
-number are a larger share of a page there), ``--web half-dead`` the same with a
-dead host beside every other live one (half never answer, half refuse), as
-``compare.py`` crawls them; pages are the live hosts' pages.
-
 ``--checkout DIR`` (repeatable) crawls the same web with the code of another
 checkout too (a ``git worktree`` or clone with its C extensions built), one
 after the other, for a before/after. ``--stages`` adds, for each checkout,
@@ -27,7 +21,7 @@ stage's instructions per request, and the last row is the crawl path alone
 (frontier, robots.txt, seen set).
 
 Needs ``valgrind`` (Debian: ``apt-get install valgrind``). Usage:
-``python benchmarks/redis_cost.py [--pages 3000] [--web 5kb|polite|half-dead] [--stages] [--checkout DIR ...]``.
+``python benchmarks/redis_cost.py [--pages 3000] [--stages] [--checkout DIR ...]``.
 """
 
 from __future__ import annotations
@@ -47,7 +41,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from polite import DeadWeb, web_spec  # noqa: E402
 from throughput import Web, headline_webs, wait_port  # noqa: E402
 
 from support.mockweb import free_port  # noqa: E402
@@ -75,7 +68,7 @@ def control(server: subprocess.Popen[bytes], *args: str) -> None:
                    stderr=subprocess.DEVNULL, check=True)
 
 
-def crawl(checkout: Path, web: Web | DeadWeb, seeds: Path, pages: int, workdir: Path,
+def crawl(checkout: Path, web: Web, seeds: Path, pages: int, workdir: Path,
           settings: tuple[str, ...]) -> tuple[int, int, int, float]:
     """One crawl of ``pages`` pages against a counted redis-server: (pages, robots.txt requests,
     instructions, seconds)."""
@@ -109,8 +102,6 @@ def crawl(checkout: Path, web: Web | DeadWeb, seeds: Path, pages: int, workdir: 
         control(server, "-i", "off")
         control(server, "-d", "crawl")
         entries = web.entries()[before:]
-        if isinstance(web, DeadWeb):  # the live hosts' requests (a dead host logs nothing it answered)
-            entries = [entry for entry in entries if entry.status]
     finally:
         server.terminate()
         server.wait(timeout=120)
@@ -124,9 +115,6 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=3000, help="pages per crawl (CLOSESPIDER_PAGECOUNT)")
     parser.add_argument("--hosts", type=int, default=300,
                         help="hosts of the 5 KB web (few: robots.txt is a steady share of the requests)")
-    parser.add_argument("--web", choices=("5kb", "polite", "half-dead"), default="5kb",
-                        help="the web crawled: throughput.py's 5 KB web (--hosts hosts) or polite.py's, all alive "
-                             "or half dead")
     parser.add_argument("--stages", action="store_true", help="also each stage's share (three more crawls each)")
     parser.add_argument("--checkout", type=Path, action="append", default=[],
                         help="another checkout to count the same way (repeatable)")
@@ -136,15 +124,10 @@ def main() -> None:
             parser.error(f"{tool} is missing: apt-get install valgrind")
     checkouts = [ROOT, *(path.resolve() for path in args.checkout)]
     workdir = Path(tempfile.mkdtemp(prefix="redis-cost-"))
-    web: Web | DeadWeb
-    if args.web == "5kb":
-        web = Web(next(spec for name, spec in headline_webs(args.hosts).items() if name.startswith("5 KB")),
-                  workdir / "web.log")
-        seeds = web.seeds(workdir / "seeds.txt")
-    else:
-        web = DeadWeb(web_spec(5000, workdir), workdir, "polite")
-        seeds = web.seeds(workdir / "seeds.txt", dead=args.web == "half-dead")
+    spec = next(spec for name, spec in headline_webs(args.hosts).items() if name.startswith("5 KB"))
+    web = Web(spec, workdir / "web.log")
     try:
+        seeds = web.seeds(workdir / "seeds.txt")
         print(f"{'checkout':<24} {'run':<27} {'pages':>6} {'robots':>6} {'seconds':>7} {'k instructions/page':>20}")
         for checkout in checkouts:
             for label, settings in STAGES if args.stages else STAGES[:1]:
