@@ -230,7 +230,8 @@ def _words(code: str) -> set[str]:
 
 
 #: The end of a script's ``many`` form (:func:`compose`): its body is the function ``one``, called
-#: for each call packed in ARGV (each call's argument count, then its arguments). The reply is the
+#: for each call packed in ARGV (each call's argument count, then its arguments; a count is read as a
+#: number once a run: calls of one script repeat it). The reply is the
 #: calls' replies in order, an error reply in place of a call that raised one (its writes before
 #: the error stay, as they would in a call of its own). Redis runs a script's text, its helper
 #: definitions included, on every call (about 40,000 instructions before its first line, a third

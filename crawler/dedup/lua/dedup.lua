@@ -86,7 +86,7 @@ if simhash == '' or blocks == '' then
 end
 
 -- Block i of this page: its hash and field (decimal bytes from a table, not string.format: a C
--- function call costs Redis' Lua as much as a hundred lines of arithmetic).
+-- function call costs Redis' Lua as much as dozens of lines of arithmetic).
 local function block_of(i)
   local high, low = string.byte(simhash, 2 * i + 1, 2 * i + 2)
   return P .. K.near .. BYTE_DECIMAL[i] .. ':' .. BYTE_DECIMAL[high], BYTE_DECIMAL[low]
@@ -140,11 +140,11 @@ end
 -- SimHash outside block i, 24 bits at a time, with each entry filed under the block; the add
 -- appends to the entries read.
 local held = {string.byte(blocks, 1, -1)}
-local s = {string.byte(simhash, 1, 8)}
+local bytes = {string.byte(simhash, 1, 8)}
 local keys, fields, found = {}, {}, {}
 -- Byte k of the 6 outside block i.
 local function nth_outside(k, i)
-  return k <= 2 * i and s[k] or s[k + 2]
+  return k <= 2 * i and bytes[k] or bytes[k + 2]
 end
 local best, best_distance, best_ref = nil, max_distance + 1, ''
 for n = 1, #held do
