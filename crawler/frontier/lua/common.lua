@@ -100,15 +100,19 @@ end
 -- entries enter at the left (LPUSH) and leave at the right (RPOP): FIFO; a
 -- request given back returns to the right (the head). A host's queue is empty
 -- when none of its level lists exists.
+local function back_base(P, host)
+  return P .. K.queue .. host .. ':'
+end
+
 local function back_key(P, host, level)
-  return P .. K.queue .. host .. ':' .. small_decimal(level)
+  return back_base(P, host) .. small_decimal(level)
 end
 
 -- (Level 0 with an RPOP, the others with one LMPOP, highest first: two commands at most, where
 -- an RPOP per level costs one each.)
 local function back_pop(P, host, levels)
-  local base = P .. K.queue .. host .. ':'
-  local entry = redis.call('RPOP', base .. '0')
+  local base = back_base(P, host)
+  local entry = redis.call('RPOP', base .. small_decimal(0))
   if entry then
     return entry, 0
   end
