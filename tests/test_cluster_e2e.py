@@ -26,6 +26,7 @@ from tests.conftest import (
     RunningCrawl,
     crawl_command,
     crawl_env,
+    run_crawl,
     stat,
     url_record,
 )
@@ -209,3 +210,23 @@ def test_a_shard_whose_slot_moved_is_found_on_its_new_node(redis_cluster: RedisC
         await client.aclose()
 
     asyncio.run(main())
+
+
+def test_a_sharded_crawl_claims_a_host_again_when_its_ack_lands(
+    mockweb_factory: Any, redis_server: RedisServer, crawl_id: str, tmp_path: Path
+) -> None:
+    """At delay 0 a host is ready again at its ack: the shard the ack went to is asked at once.
+
+    The idle poll is 30 s, so a host that waited for it would take 30 s a page (12 minutes for
+    these 25): the crawl ends within the 2-minute timeout only if each ack's shard claims again.
+    """
+    spec = WebSpec(hosts=1, sizes="uniform:25", fanout=3, nav=2, cross=0)
+    web = mockweb_factory(spec)
+    result = run_crawl("-a", f"urls={web.url(0)}", settings={
+        "REDIS_URL": redis_server.url, "FRONTIER_CRAWL_ID": crawl_id, "FRONTIER_SHARDS": 4,
+        "CRAWL_DATA_DIR": tmp_path / "data", "FRONTIER_MIN_DELAY": 0, "FRONTIER_DELAY_FACTOR": 0,
+        "FRONTIER_IDLE_POLL": 30,
+    }, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stats["finish_reason"] == "finished"
+    assert set(fetched_pages(web)) == spec.reachable([(0, 0)])

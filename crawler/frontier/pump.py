@@ -222,7 +222,9 @@ class Pump:
             self._last_drain = now
         if self.memory is not None and self.memory.due(now):
             await self.memory.refresh(self.frontiers, now)
-        claims = self.pacer.claims(capacity, now, enqueues)
+        # A shard sent URLs or acks is asked too: a new host, or one acked at delay 0, is ready at once
+        # (else a sharded crawl's host would wait FRONTIER_IDLE_POLL between its pages).
+        claims = self.pacer.claims(capacity, now, set(enqueues) | set(completions))
         for shard in claims:
             if not self.frontiers[shard].admission.fetch:
                 claims[shard] = 0  # Redis nearly full: expire and refill, hand out nothing new
