@@ -73,9 +73,11 @@ crawl: venv redis-server chromium
 		$(if $(strip $(URLS)),-a urls=$(subst $(space),$(comma),$(strip $(URLS)))) \
 		$(if $(USER_AGENT),-s "USER_AGENT=$(USER_AGENT)") $(ARGS)
 
-## make test: lint, types, and the whole test suite (starts its own Redis and mock web)
+## make test: lint, types, and the whole test suite (starts its own Redis and mock web), in
+## TEST_WORKERS processes (pytest-xdist; a test module stays in one process, its fixtures shared)
+TEST_WORKERS ?= 3
 test: venv replay-venv redis-server chromium nginx lint docs
-	$(BIN)/python -m pytest -q --timeout=600 tests
+	$(BIN)/python -m pytest -q --timeout=600 -n $(TEST_WORKERS) --dist loadfile tests
 
 ## make compat: the add-on's tests on the older Scrapy releases it supports, each in a venv of its own
 ## (make test runs everything on the newest, requirements.txt's)
