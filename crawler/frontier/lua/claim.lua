@@ -297,7 +297,7 @@ if max_claim > 0 then
         else
           push2(held, leaseno, entry)
         end
-        local member = string.format('%s %d %s %s', leaseno, level, leased_id, host)
+        local member = leaseno .. ' ' .. small_decimal(level) .. ' ' .. leased_id .. ' ' .. host
         push2(new_leases, lease_until, member)
         claimed[#claimed + 1] = member
         claimed[#claimed + 1] = blob

@@ -136,8 +136,9 @@ local function back_pop(P, host, levels)
 end
 
 local function back_peek(P, host, levels)
+  local base = back_base(P, host)
   for level = 0, levels - 1 do
-    local entry = redis.call('LINDEX', back_key(P, host, level), -1)
+    local entry = redis.call('LINDEX', base .. small_decimal(level), -1)
     if entry then
       return entry, level
     end
@@ -146,9 +147,10 @@ local function back_peek(P, host, levels)
 end
 
 local function back_empty(P, host, levels)
+  local base = back_base(P, host)
   local args = {'EXISTS'}
   for level = 0, levels - 1 do
-    args[#args + 1] = back_key(P, host, level)
+    args[level + 2] = base .. small_decimal(level)
   end
   return redis.call(unpack(args)) == 0
 end
