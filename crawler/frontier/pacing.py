@@ -49,8 +49,9 @@ class ShardPacer:
         A shard is asked when its next host is due by what this worker last
         heard, when it was just sent URLs or acks (``sent``: new hosts, and
         hosts acked with no delay, may be ready at once), and at least every
-        ``FRONTIER_IDLE_POLL`` (other workers' URLs). The free slots are shared among the shards asked, starting with
-        a different one each cycle so none is starved.
+        ``FRONTIER_IDLE_POLL`` (other workers' URLs). The free slots are
+        shared among the shards asked, starting with a different one each
+        cycle so none is starved.
         """
         if self.shards == 1:
             return {0: capacity} if capacity > 0 else {}
