@@ -224,11 +224,12 @@ class Pump:
             await self.memory.refresh(self.frontiers, now)
         # A shard sent URLs or acks is asked too: a new host, or one acked at delay 0, is ready at once
         # (else a sharded crawl's host would wait FRONTIER_IDLE_POLL between its pages).
-        claims = self.pacer.claims(capacity, now, set(enqueues) | set(completions))
+        sent = set(enqueues) | set(completions)
+        claims = self.pacer.claims(capacity, now, sent)
         for shard in claims:
             if not self.frontiers[shard].admission.fetch:
                 claims[shard] = 0  # Redis nearly full: expire and refill, hand out nothing new
-        shards = set(enqueues) | set(completions) | set(touches) | set(renew) | set(claims)
+        shards = sent | set(touches) | set(renew) | set(claims)
         if drain_at is not None:
             shards = set(range(self.shards))
         now_ms = int(now * 1000)
