@@ -11,7 +11,7 @@ empty :=
 space := $(empty) $(empty)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: crawl test lint unit compat docs venv replay-venv redis-server chromium nginx bench scale clean
+.PHONY: crawl test lint unit compat docs reference venv replay-venv redis-server chromium nginx bench scale clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
@@ -94,11 +94,19 @@ compat: venv redis-server
 		$$env/bin/python -m pytest -q --timeout=600 $(COMPAT_TESTS) || exit 1; \
 	done
 
-## make docs: the documentation site (build/docs/), strictly: a broken link or anchor fails
+## make docs: the documentation site (build/docs/), strictly: a broken link or anchor fails, and so does a
+## generated reference page that is not what its source generates (make reference rewrites them)
+REFERENCE := docs/reference/settings.md=crawler.defaults docs/reference/scrapy-settings.md=crawler.scrapysettings
 docs: venv
-	$(BIN)/python -m crawler.defaults > docs/reference/settings.md
-	$(BIN)/python -m crawler.scrapysettings > docs/reference/scrapy-settings.md
+	@for pair in $(REFERENCE); do \
+		$(BIN)/python -m $${pair#*=} | cmp -s - $${pair%%=*} \
+			|| { echo "$${pair%%=*} is not what $${pair#*=} generates: run make reference"; exit 1; }; \
+	done
 	$(BIN)/mkdocs build --quiet
+
+## make reference: rewrite the generated reference pages (docs/reference/) from their sources
+reference: venv
+	@for pair in $(REFERENCE); do $(BIN)/python -m $${pair#*=} > $${pair%%=*}; done
 
 ## make unit: the fast lane: lint, types and every test that starts no subprocess (under a minute)
 unit: venv lint

@@ -150,17 +150,40 @@ class ContractSpider(scrapy.Spider):
 '''
 
 
-@pytest.fixture(scope="module")
-def team_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv with the crawler pip-installed from this repository's files (as git sees them), and scrapy-redis."""
-    base = tmp_path_factory.mktemp("team")
-    source = base / "crawler-src"
-    tracked = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, check=True).stdout
+def copy_tracked(destination: Path) -> Path:
+    """This repository's files as git sees them (tracked, or new and not ignored), copied: no build output."""
+    tracked = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                             capture_output=True, check=True).stdout
     for name in tracked.decode().split("\0"):
         if name and (ROOT / name).is_file():
-            (source / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, source / name)
-    venv = base / "venv"
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, destination / name)
+    return destination
+
+
+def build_wheel(source: Path, out: Path, env: dict[str, str] | None = None) -> Path:
+    """``pip wheel`` of the crawler alone (its build backend in an isolated environment, as a team's pip does)."""
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)],
+                           capture_output=True, text=True, timeout=600, check=False, env=env)
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    [wheel] = out.glob("crawler-*.whl")
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def crawler_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_tracked(tmp_path_factory.mktemp("src") / "crawler-src")
+
+
+@pytest.fixture(scope="module")
+def crawler_wheel(crawler_source: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_wheel(crawler_source, tmp_path_factory.mktemp("wheel"))
+
+
+@pytest.fixture(scope="module")
+def team_venv(tmp_path_factory: pytest.TempPathFactory, crawler_wheel: Path) -> Path:
+    """A fresh venv outside the repository with the crawler's wheel pip-installed, and scrapy-redis."""
+    venv = tmp_path_factory.mktemp("team") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     scrapy_redis = next(line.strip() for line in (ROOT / "requirements-dev.txt").read_text().splitlines()
                         if line.startswith("scrapy-redis=="))
@@ -168,7 +191,7 @@ def team_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import scrapy
 
     install = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "-q", str(source), scrapy_redis, f"scrapy=={scrapy.__version__}"],
+        [str(venv / "bin" / "pip"), "install", "-q", str(crawler_wheel), scrapy_redis, f"scrapy=={scrapy.__version__}"],
         capture_output=True, text=True, timeout=900, check=False,
     )
     assert install.returncode == 0, install.stderr[-3000:]
@@ -479,3 +502,72 @@ def test_twisted_components_run_with_the_addon_unchanged(
     stored = [json.loads(item) for item in redis_server.client().lrange(f"{crawl_id}:items", 0, -1)]
     assert sorted(parse_page_path(urlsplit(item["url"]).path) for item in stored) == sorted(pages)
     assert {web.url(host, page) for page in pages} <= warc_responses(team_project / "crawl-data", team_venv)
+
+
+def test_the_wheel_carries_the_licence_the_lua_scripts_and_the_c_sources(crawler_wheel: Path) -> None:
+    """What `pip install` of the wheel gives a team: BSD-3-Clause, one version, every Lua script, both
+    C extensions built (this machine has a compiler) with their sources beside them."""
+    import zipfile
+
+    import crawler
+
+    assert crawler_wheel.name.startswith(f"crawler-{crawler.__version__}-")
+    with zipfile.ZipFile(crawler_wheel) as wheel:
+        names = set(wheel.namelist())
+        [metadata_name] = [name for name in names if name.endswith(".dist-info/METADATA")]
+        metadata = wheel.read(metadata_name).decode()
+    lua = {str(path.relative_to(ROOT)) for path in (ROOT / "crawler").rglob("*.lua")}
+    assert lua and lua <= names
+    assert {"crawler/py.typed", "crawler/dedup/_simhash.c", "crawler/redisconn/_resp.c"} <= names
+    built = {name.split("/")[-1].split(".")[0] for name in names if name.endswith(".so")}
+    assert built == {"_simhash", "_resp"}
+    assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names)
+    headers = metadata.split("\n\n", 1)[0].splitlines()
+    assert f"Version: {crawler.__version__}" in headers
+    assert "License-Expression: BSD-3-Clause" in headers
+    assert "Requires-Python: >=3.11" in headers
+    assert "Classifier: Framework :: Scrapy" in headers
+    assert "Description-Content-Type: text/markdown" in headers
+    assert any(line.startswith("Requires-Dist: scrapy") and "<2.20" in line and ">=2.17" in line for line in headers)
+    # The README is the long description.
+    assert "a polite, distributed Mercator-style web crawler on Scrapy" in metadata
+
+
+def test_a_wheel_built_without_a_compiler_runs_the_pure_python_versions_and_says_so(
+    team_venv: Path, team_project: Path, mockweb_factory: Any, tmp_path: Path
+) -> None:
+    """No C compiler where the wheel is built (CC=/bin/false): the build still succeeds, the wheel carries
+    no extension, and a team project crawls with it, its log naming each pure-Python fallback."""
+    import zipfile
+
+    # (A source tree of its own: pip builds in the tree, and another build's objects would be reused.)
+    wheel = build_wheel(copy_tracked(tmp_path / "src"), tmp_path / "nocc", {**os.environ, "CC": "/bin/false"})
+    with zipfile.ZipFile(wheel) as archive:
+        assert not [name for name in archive.namelist() if name.endswith(".so")]
+    # A venv with this wheel over the team venv's packages (a .pth file), so no dependency is installed twice.
+    overlay = tmp_path / "overlay"
+    subprocess.run([sys.executable, "-m", "venv", str(overlay)], check=True)
+    site = "lib/python{}.{}/site-packages".format(*sys.version_info[:2])
+    (overlay / site / "team.pth").write_text(str(team_venv / site) + "\n")
+    installed = subprocess.run([str(overlay / "bin" / "pip"), "install", "-q", "--no-deps", "--ignore-installed", str(wheel)],
+                               capture_output=True, text=True, timeout=300, check=False)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "REDIS_URL", "SCRAPY_SETTINGS_MODULE")}
+    env["PATH"] = f"{overlay / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    which = subprocess.run([str(overlay / "bin" / "python"), "-c",
+                            "import crawler, crawler.dedup.text as t, crawler.redisconn.resp as r; "
+                            "print(crawler.__file__, t.NATIVE, r.NATIVE)"],
+                           cwd=team_project, env=env, capture_output=True, text=True, check=True)
+    assert which.stdout.split() == [str(overlay / site / "crawler" / "__init__.py"), "False", "False"]
+    web = mockweb_factory(SPEC)
+    crawl_id = f"nocc{uuid.uuid4().hex[:8]}"
+    result = subprocess.run([str(overlay / "bin" / "python"), "-m", "scrapy", "crawl", "team",
+                             "-a", f"start={web.url(2)}", "-a", f"domain={host_ip(2)}", "-a", f"crawl_id={crawl_id}"],
+                            cwd=team_project, env=env, capture_output=True, text=True, timeout=180, check=False)
+    check_crawl(web, result, 2, within_depth(2, 2))
+    assert "SimHash in pure Python: crawler.dedup._simhash is not built" in result.stderr
+    assert "Redis commands encoded in pure Python: crawler.redisconn._resp is not built" in result.stderr
+    stats = subprocess.run([str(overlay / "bin" / "python"), "-m", "scrapy", "frontier", "stats",
+                            "--crawl-id", crawl_id], cwd=team_project, env=env, capture_output=True, text=True,
+                           timeout=120, check=False)
+    assert stats.returncode == 0 and crawl_id in stats.stdout, stats.stderr[-3000:]

@@ -578,15 +578,16 @@ def test_a_script_is_loaded_with_the_schema_as_literals_and_only_the_helpers_it_
 
 
 def test_the_committed_settings_reference_is_the_generated_one() -> None:
-    """docs/reference/settings.md is generated from crawler/defaults.py (make docs); it must not drift."""
+    """docs/reference/settings.md is generated from crawler/defaults.py (`make reference` writes it,
+    `make docs` checks it without writing, so a test run leaves the tree as it was); it must not drift."""
     from pathlib import Path
 
     from crawler import defaults, scrapysettings
 
     reference = Path(__file__).resolve().parent.parent.joinpath("docs", "reference")
-    assert reference.joinpath("settings.md").read_text(encoding="utf-8") == defaults.reference(), "run: make docs"
+    assert reference.joinpath("settings.md").read_text(encoding="utf-8") == defaults.reference(), "run: make reference"
     assert reference.joinpath("scrapy-settings.md").read_text(encoding="utf-8") == scrapysettings.reference(), \
-        "run: make docs"
+        "run: make reference"
 
 
 def test_inhand_collects_the_requests_the_engine_finished_once_each() -> None:
