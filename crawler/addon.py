@@ -66,6 +66,9 @@ SETTINGS: dict[str, Any] = {
     "DOWNLOAD_WARNSIZE": 4 * 1024 * 1024,
     # A truncated body is an error, retried, never parsed as if complete.
     "DOWNLOAD_FAIL_ON_DATALOSS": True,
+    # Retries go back through the frontier after a backoff (30 s, 60 s, 120 s): a third one costs
+    # the host nothing at once, and rides out a server's restart.
+    "RETRY_TIMES": 3,
     # Neither a telnet console nor a remote-control port on every worker:
     # operators use `scrapy frontier` and the metrics endpoint.
     "TELNETCONSOLE_ENABLED": False,
@@ -98,6 +101,11 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "crawler.middlewares.retry.RetryMiddleware": 550,
         # Pages of hosts that need JavaScript, rendered in headless Chromium (after decompression).
         "crawler.middlewares.render.RenderMiddleware": 570,
+        # Scrapy's redirects, each hop archived (Scrapy's own would consume it unarchived).
+        "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware": None,
+        "crawler.middlewares.redirect.ArchivingMetaRefreshMiddleware": 580,
+        "scrapy.downloadermiddlewares.redirect.RedirectMiddleware": None,
+        "crawler.middlewares.redirect.ArchivingRedirectMiddleware": 600,
         "crawler.middlewares.fetchlimits.FetchLimitsMiddleware": 580,
         # Scrapy's decompression (bounded by DOWNLOAD_MAXSIZE), counting bombs.
         "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware": None,

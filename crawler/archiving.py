@@ -7,8 +7,10 @@ them in their pipeline order two ways: as a :class:`~crawler.items.PageItem`
 a spider yields (the ``web`` spider's pages), or, for a response whose
 callback yields none (any other spider's: dicts, Items, nothing),
 through :class:`~crawler.middlewares.archive.ArchiveMiddleware`, which builds
-the page from the response and hands it to :meth:`Archive.process`. A
-team's own pipelines and feeds never see those pages.
+the page from the response and hands it to :meth:`Archive.process`. Answers
+no callback sees are archived where they end (:func:`archive_answer`): a
+redirect hop by the redirect middlewares, robots.txt by the robots.txt
+middleware. A team's own pipelines and feeds never see those pages.
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import DropItem
 from scrapy.utils.misc import load_object
 
+from crawler.items import page_item
 from crawler.percrawler import PerCrawler
 
 if TYPE_CHECKING:
+    from scrapy import Request
     from scrapy.crawler import Crawler
+    from scrapy.http import Response
 
     from crawler.items import PageItem
 
@@ -64,3 +69,17 @@ def _archive_of(crawler: Crawler) -> Archive:
 
 
 _archives: PerCrawler[Archive] = PerCrawler(_archive_of)
+
+
+async def archive_answer(archive: Archive, response: Response, request: Request, callback: str, *,
+                         record_only: bool = False) -> None:
+    """An answer no spider callback sees (a redirect hop, robots.txt), archived as it came: its
+    request and response records (or a revisit); ``record_only``: not in its URL's history."""
+    if not archive.stages:
+        return
+    if response.request is None:
+        response.request = request  # (the engine sets it after the downloader middlewares; the page reads it)
+    page = page_item(response, request)
+    page.callback = callback
+    page.record_only = record_only
+    await archive.process(page)

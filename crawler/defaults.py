@@ -62,6 +62,10 @@ FRONTIER_MIN_DELAY = 1.0
 FRONTIER_DELAY_FACTOR = 10.0
 # A 60 s fetch must not park a host for 10 minutes.
 FRONTIER_MAX_DELAY = 300.0
+# Draw a host's minimum delay from 0.5x to 1.5x of FRONTIER_MIN_DELAY for each request, as Scrapy's
+# RANDOMIZE_DOWNLOAD_DELAY does (read as this when a project gives DOWNLOAD_DELAY). Off: a broad
+# crawl's delay is mostly 10x the fetch time, and the 1 s floor stays a floor.
+FRONTIER_RANDOMIZE_DELAY = False
 # Front-queue weights, highest priority first: 8:4:2:1 of the picks when all
 # levels have URLs, so low priority keeps draining (3 to 16 levels).
 FRONTIER_QUEUE_WEIGHTS = [8, 4, 2, 1]
@@ -84,6 +88,10 @@ FRONTIER_CONCURRENCY_PER_KEY = 1
 FRONTIER_LEASE_TIMEOUT = 60.0
 # Seconds an idle worker waits before looking again for work from others.
 FRONTIER_IDLE_POLL = 1.0
+# Seconds a worker in batch mode stays open once the frontier is drained (nothing queued, due or
+# in flight), for URLs other workers or `scrapy frontier seed` may add; scrapy-redis's
+# SCHEDULER_IDLE_BEFORE_CLOSE is read as it. 0: it closes at once.
+FRONTIER_IDLE_BEFORE_CLOSE = 0.0
 # Front-queue entries moved into back queues per claim, at most (bounds one script's run).
 FRONTIER_REFILL_BATCH = 1000
 # Requests per enqueue script call (bounds one script's run).
@@ -217,10 +225,10 @@ FETCH_ALLOWED_CONTENT_TYPES: list[str] = []
 # on, or list ranges in PRIVATE_NETWORKS_ALLOWLIST.
 ALLOW_PRIVATE_NETWORKS = False
 PRIVATE_NETWORKS_ALLOWLIST: list[str] = []
-# The DNS cache: answers kept this long (getaddrinfo gives no TTLs), failures, names at most.
+# The DNS cache: answers kept this long (getaddrinfo gives no TTLs), failures (names at most:
+# Scrapy's DNSCACHE_SIZE; none cached with DNSCACHE_ENABLED = False; a lookup's time: DNS_TIMEOUT).
 DNS_CACHE_TTL = 300.0
 DNS_NEGATIVE_TTL = 30.0
-DNS_CACHE_SIZE = 10_000
 # Names answered from this hosts(5) file without a lookup (an intranet, a test web).
 DNS_HOSTS_FILE = None
 
@@ -277,8 +285,8 @@ ROBOTS_LOCAL_CACHE_SIZE = 10_000
 ROBOTS_MAX_SITEMAPS = 50
 
 # --- Retries and backoff (crawler/policy/backoff.py) ------------------------------
-# Per-URL retries of transient failures, after RETRY_BASE_DELAY x 2^(attempt-1).
-RETRY_MAX_RETRIES = 3
+# Per-URL retries of transient failures come after RETRY_BASE_DELAY x 2^(attempt-1), at most
+# RETRY_TIMES (Scrapy's setting; the add-on sets 3) times.
 RETRY_BASE_DELAY = 30.0
 RETRY_MAX_DELAY = 3600.0
 # Per-URL retries of 429/503.
@@ -301,7 +309,7 @@ HOST_PARK_MAX_DELAY = 6 * 3600.0
 ARCHIVE_RESPONSES = True
 # A page's body in the web spider's feed exports (-O items.jsonl): "omit"
 # (null), "text" (decoded as UTF-8, bad bytes replaced) or "base64".
-FEED_PAGE_BODY = "omit"
+WEB_FEED_PAGE_BODY = "omit"
 # Archive every fetch in WARC files (with a CDXJ index beside each).
 WARC_ENABLED = True
 # Where WARC files go: a directory (default crawl-data/<crawl id>/warc/),

@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING, Any
 from crawler.requestmeta import ORIGINAL_ENCODING_AT_META, ORIGINAL_ENCODING_META, RENDERED_META, REVISIT_META
 
 if TYPE_CHECKING:
+    from scrapy import Request
     from scrapy.http import Response
 
 _REASONS = {status.value: status.phrase for status in HTTPStatus}
 
 
 class FeedBody(StrEnum):
-    """How a page's body is written to feed exports (``FEED_PAGE_BODY``)."""
+    """How a page's body is written to feed exports (``WEB_FEED_PAGE_BODY``)."""
 
     OMIT = "omit"
     TEXT = "text"
@@ -53,7 +54,7 @@ def _serialize_optional_body(body: bytes | None) -> str | None:
 
 
 def set_feed_body(mode: FeedBody) -> None:
-    """How this process's feed exports write page bodies (set from ``FEED_PAGE_BODY`` when a crawl opens)."""
+    """How this process's feed exports write page bodies (set from ``WEB_FEED_PAGE_BODY`` when a crawl opens)."""
     global _FEED_BODY
     _FEED_BODY = _SERIALIZERS[mode]
 
@@ -79,7 +80,7 @@ class PageItem:
     url: str
     status: int
     headers: list[tuple[str, str]]
-    #: Feed exports write it as ``FEED_PAGE_BODY`` says (:func:`set_feed_body`).
+    #: Feed exports write it as ``WEB_FEED_PAGE_BODY`` says (:func:`set_feed_body`).
     body: bytes = field(metadata={"serializer": _serialize_body})
     content_type: str
     fetched_at: float
@@ -121,6 +122,9 @@ class PageItem:
     callback: str = "parse"
     #: The DOM after the page was rendered in a browser (UTF-8 HTML; None: not rendered).
     rendered_html: bytes | None = field(default=None, metadata={"serializer": _serialize_optional_body})
+    #: Archived as an exchange only (its WARC records, duplicates): not part of its URL's history nor of
+    #: its host's quality, never revisited (a robots.txt answer).
+    record_only: bool = False
 
 
 def _pairs(headers: Any) -> list[tuple[str, str]]:
@@ -130,11 +134,12 @@ def _pairs(headers: Any) -> list[tuple[str, str]]:
             for name, values in dict.items(headers) for value in values]
 
 
-def page_item(response: Response) -> PageItem:
-    """The page of ``response``: the exchange as fetched (modules and pipelines fill in the rest)."""
+def page_item(response: Response, request: Request | None = None) -> PageItem:
+    """The page of ``response``: the exchange as fetched (modules and pipelines fill in the rest).
+    ``request``: the request it answers, where the response does not say it yet (a downloader middleware)."""
     headers = response.headers
     content_type = headers.get(b"Content-Type") or b""
-    request = response.request
+    request = request or response.request
     meta = response.meta
     pairs = _pairs(headers)
     decoded = meta.get(ORIGINAL_ENCODING_META)

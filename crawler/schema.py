@@ -75,8 +75,10 @@ SHARD_KEYS: dict[str, ShardKey] = {
                             "host"),
     "robots_record": ShardKey("robots:", "string", "<origin>: the shared robots.txt record of an origin", "host"),
     "sitemaps": ShardKey("sitemaps:", "set", "<host>: sitemap URLs robots.txt lists", "host"),
-    "slots": ShardKey("slots", "hash", "host -> \"<in flight> <gap ms> <last start ms>\" (only with "
-                      "FRONTIER_CONCURRENCY_PER_KEY > 1)", "host"),
+    "slots": ShardKey("slots", "hash", "host -> \"<in flight> <spacing ms> <last start ms> <hold ms> <slot free "
+                      "ms>...\" (only for keys with several requests in flight)", "host"),
+    "slot_limit": ShardKey("slotk", "hash", "politeness key -> its requests in flight at most (DOWNLOAD_SLOTS "
+                           "concurrency)", "host"),
     "group": ShardKey("group", "hash", "host -> its politeness group (domain or address)", "host"),
     "group_next": ShardKey("gnext", "hash", "politeness group -> next allowed time (ms)", "host"),
     "group_busy": ShardKey("gbusy", "hash", "politeness group -> its host in flight (with "
@@ -115,6 +117,8 @@ CRAWL_KEYS: dict[str, ShardKey] = {
     "workers": ShardKey("workers", "zset", "worker -> when it last reported"),
     "render": ShardKey("render", "hash", "host or domain -> render mark: on / off (an operator's), "
                        "js:<until ms> / static:<until ms> (detected)", "host"),
+    "slot_conf": ShardKey("slotconf", "hash", "host or politeness key -> its DOWNLOAD_SLOTS entry (JSON: delay, "
+                          "concurrency, randomize_delay), every worker's", "host"),
 }
 
 

@@ -9,7 +9,9 @@ What is secret:
 * the password of any URL (``scheme://user:password@host``): ``REDIS_URL``,
   ``REDIS_CLUSTER_NODES``, proxy URLs (``http_proxy``...), any URL in a
   message;
-* the password ``REDIS_PASSWORD_FILE`` names.
+* the password ``REDIS_PASSWORD_FILE`` names;
+* the same, one level down in a dict setting: ``REDIS_PARAMS = {"password": ...}``
+  (scrapy-redis's), ``DOWNLOAD_SLOTS``...
 
 :func:`redact` is the one function that removes them from a text: a URL's
 password becomes ``***`` (``redis://:***@host:6379/0``), a known secret value
@@ -94,12 +96,7 @@ def collect(settings: Mapping[str, Any] | Any, environ: Mapping[str, str] = os.e
     else:
         items = list(settings.items()) if hasattr(settings, "items") else []
     for name, value in items:
-        if isinstance(value, str):
-            if is_secret_name(name):
-                values.append(value)
-            password = url_password(value)
-            if password:
-                values.append(password)
+        values += _secret_values(name, value)
     for name, value in environ.items():
         if is_secret_name(name):
             values.append(value)
@@ -112,6 +109,20 @@ def collect(settings: Mapping[str, Any] | Any, environ: Mapping[str, str] = os.e
         with contextlib.suppress(OSError, UnicodeDecodeError):  # the Redis configuration reports it
             values.append(read_secret_file(str(password_file)))
     return values
+
+
+def _secret_values(name: str, value: Any, depth: int = 0) -> list[str]:
+    """The secrets of one setting: its value if its name says so, a URL's password, and the same in a dict."""
+    if isinstance(value, str):
+        out = [value] if is_secret_name(name) else []
+        password = url_password(value)
+        return [*out, password] if password else out
+    if depth < 2 and hasattr(value, "items"):
+        values: list[str] = []
+        for key, inner in list(value.items()):
+            values += _secret_values(str(key), getattr(inner, "value", inner), depth + 1)
+        return values
+    return []
 
 
 def read_secret_file(path: str) -> str:

@@ -31,6 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 SPEC = WebSpec(hosts=5, sizes="uniform:40", fanout=3, nav=1, cross=1, filler_words=50, seed=3)
 DELAY = 0.2
+#: The shortest gap DOWNLOAD_DELAY allows: Scrapy draws it from 0.5x to 1.5x (RANDOMIZE_DOWNLOAD_DELAY, default on).
+MIN_GAP = DELAY * 0.5
 
 SETTINGS = '''
 BOT_NAME = "teamproj"
@@ -55,7 +57,7 @@ SPIDERS = '''
 import scrapy
 from scrapy.linkextractors import LinkExtractor
 from scrapy.spiders import CrawlSpider, Rule
-from scrapy_redis.spiders import RedisSpider
+from scrapy_redis.spiders import RedisCrawlSpider, RedisSpider
 
 
 class TeamSpider(scrapy.Spider):
@@ -115,6 +117,20 @@ class RetrySpider(scrapy.Spider):
 
     def failed(self, failure):
         yield {"url": failure.request.url, "error": type(failure.value).__name__}
+
+
+class RulesQueueSpider(RedisCrawlSpider):
+    """scrapy-redis's RedisCrawlSpider: start URLs from Redis, rules for the rest."""
+    name = "rulesqueue"
+
+    def __init__(self, domain=None, key=None, **kwargs):
+        self.allowed_domains = [domain] if domain else []
+        self.redis_key = key
+        self.rules = (Rule(LinkExtractor(), callback="parse_item", follow=True),)
+        super().__init__(**kwargs)
+
+    def parse_item(self, response):
+        yield {"url": response.url}
 
 
 class QueueSpider(RedisSpider):
@@ -262,7 +278,7 @@ def check_crawl(web: Any, result: subprocess.CompletedProcess[str], host: int, p
     assert sum(entry.path == "/robots.txt" for entry in entries) == 1
     fetched = [parse_page_path(entry.path) for entry in entries if entry.path != "/robots.txt"]
     assert sorted(fetched) == sorted(pages), "each page of the depth limit once"
-    report = politeness(entries, min_gap=DELAY)
+    report = politeness(entries, min_gap=MIN_GAP)
     assert report.overlaps == 0 and report.short_gaps == 0, report
     return entries
 
@@ -283,6 +299,7 @@ def test_a_team_project_with_the_addon_crawls_politely_with_scrapys_behaviour(
     check_crawl(web, result, host, pages)
     # Scrapy's standard settings were read, each said once.
     assert "Scrapy setting: DOWNLOAD_DELAY = 0.2 read as FRONTIER_MIN_DELAY = 0.2" in result.stderr
+    assert "Scrapy setting: DOWNLOAD_DELAY = 0.2 read as FRONTIER_RANDOMIZE_DELAY = True" in result.stderr
     # The items, as the spider yielded them (dicts), exported by the feed.
     items = [json.loads(line) for line in (team_project / "items-team.jsonl").read_text().splitlines()]
     assert sorted(parse_page_path(urlsplit(item["url"]).path) for item in items) == sorted(pages)
@@ -316,17 +333,17 @@ def most_in_flight(entries: list[Any]) -> int:
 def test_several_requests_per_host_across_two_workers_when_the_project_asks(
     team_project: Path, team_venv: Path, mockweb_factory: Any, per_host: int
 ) -> None:
-    """CONCURRENT_REQUESTS_PER_DOMAIN = 4 in the project: two workers together never have more than 4
-    requests in flight to the host, and do have several; = 1: one at a time, as without it. With
-    AutoThrottle's target concurrency 4 the delay (a quarter of the answer's time) spaces the starts."""
+    """CONCURRENT_REQUESTS_PER_DOMAIN = 4 and DOWNLOAD_DELAY = 0 in the project, on a host answering in
+    20-40 ms (the politeness delay, 10x that, is far longer than an answer): two workers together have
+    several requests in flight to the host, never more than 4, each slot resting after its own answer;
+    = 1: one at a time, as without it."""
     web = mockweb_factory(WebSpec(hosts=5, sizes="uniform:40", fanout=3, nav=1, cross=1, filler_words=50, seed=3,
-                                  latency_ms=(150, 250)))
+                                  latency_ms=(20, 40)))
     host = 0
     crawl_id = f"slots{uuid.uuid4().hex[:8]}"
     args = ["crawl", "team", "-a", f"start={web.url(host)}", "-a", f"domain={host_ip(host)}",
             "-a", f"crawl_id={crawl_id}", "-s", f"CONCURRENT_REQUESTS_PER_DOMAIN={per_host}",
-            "-s", "DOWNLOAD_DELAY=0.01", "-s", "AUTOTHROTTLE_ENABLED=True",
-            "-s", "AUTOTHROTTLE_TARGET_CONCURRENCY=4", "-s", "DEPTH_LIMIT=3"]
+            "-s", "DOWNLOAD_DELAY=0", "-s", "DEPTH_LIMIT=3"]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "REDIS_URL", "SCRAPY_SETTINGS_MODULE")}
     env["PATH"] = f"{team_venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     workers = [subprocess.Popen([str(team_venv / "bin" / "scrapy"), *args], cwd=team_project, env=env,
@@ -422,7 +439,7 @@ def test_a_redirect_is_followed_through_the_frontier_to_the_original_callback(
     entries = sorted((entry for entry in web.entries() if entry.host == host_ip(1)), key=lambda entry: entry.start)
     assert [entry.path for entry in entries] == ["/robots.txt", "/moved", "/p/1"]
     # The hop went back through the frontier: it waited for the host's delay.
-    assert politeness(entries, min_gap=DELAY).short_gaps == 0
+    assert politeness(entries, min_gap=MIN_GAP).short_gaps == 0
     # The same command again: the start URL and its redirect are fetched again, as Scrapy does (its
     # start requests, and their redirects, skip the duplicate filter), but robots.txt is not (still
     # shared); starting over forgets robots.txt too.
@@ -460,7 +477,7 @@ def test_out_of_retries_an_answer_goes_to_the_callback_and_an_error_to_the_errba
     assert {entry.host for entry in entries} == {host_ip(4)}, "nothing off-site"
     assert entries[0].path == "/robots.txt"
     assert sorted(entry.path for entry in entries[1:]) == ["/truncated", "/truncated", "/unavailable", "/unavailable"]
-    report = politeness(entries, min_gap=DELAY)
+    report = politeness(entries, min_gap=MIN_GAP)
     assert report.overlaps == 0 and report.short_gaps == 0, report
     dead = redis_server.client().hgetall(FrontierKeys(crawl_id).key("deadinfo"))
     assert [value.decode().split("\t")[3] for value in dead.values()] == ["ResponseDataLossError"]
@@ -571,3 +588,141 @@ def test_a_wheel_built_without_a_compiler_runs_the_pure_python_versions_and_says
                             "--crawl-id", crawl_id], cwd=team_project, env=env, capture_output=True, text=True,
                            timeout=120, check=False)
     assert stats.returncode == 0 and crawl_id in stats.stdout, stats.stderr[-3000:]
+
+
+def warc_exchanges(data: Path) -> dict[str, list[dict[str, Any]]]:
+    """Every response and revisit record of the WARC files under ``data``, by target URI, each with its
+    status, Location and whether a request record names it (WARC-Concurrent-To)."""
+    from warcio.archiveiterator import ArchiveIterator
+
+    records: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    requests: set[str] = set()
+    for path in sorted(data.rglob("*.warc.gz")):
+        with path.open("rb") as handle:
+            for record in ArchiveIterator(handle):
+                headers = record.rec_headers
+                if record.rec_type == "request":
+                    requests.add(headers.get_header("WARC-Concurrent-To"))
+                elif record.rec_type in ("response", "revisit"):
+                    http = record.http_headers
+                    records[headers.get_header("WARC-Target-URI")].append({
+                        "type": record.rec_type, "id": headers.get_header("WARC-Record-ID"),
+                        "status": int(http.get_statuscode()) if http else None,
+                        "location": http.get_header("Location") if http else None,
+                    })
+    for exchanges in records.values():
+        for exchange in exchanges:
+            exchange["request"] = exchange.pop("id") in requests
+    return records
+
+
+def test_every_answer_is_archived_redirect_hops_dropped_errors_and_robots_txt(
+    team_project: Path, team_venv: Path, mockweb_factory: Any, tmp_path: Path
+) -> None:
+    """A team project with the add-on follows a 301 chain, a 302, a 303, a 307 and a 308 (to a page its
+    robots.txt disallows) through Scrapy's redirect middleware, and meets a 404 that Scrapy's HTTP error
+    middleware drops: every answer is in the WARC, each with its request record, the hops with their
+    Location; robots.txt too. Scrapy's robots.txt stats keys are written. pywb replays a hop as a redirect."""
+    from tests.replay import pywb, replayed
+
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(json.dumps({"robots": {"1": {"body": "User-agent: *\nDisallow: /p/5\n"}}}))
+    web = mockweb_factory(WebSpec(hosts=2, sizes="uniform:6", fanout=1, nav=0, cross=0, scenario=str(scenario)))
+    base = web.url(1).rstrip("/")
+    starts = ["/chain-3", "/found", "/see-other", "/temporary", "/permanent", "/missing"]
+    stats_file = tmp_path / "stats.json"
+    result = scrapy(team_venv, team_project, "crawl", "redirect", "-a", "start=" + ",".join(base + p for p in starts),
+                    "-s", f"FRONTIER_CRAWL_ID=hops{uuid.uuid4().hex[:8]}", "-s", f"STATS_JSON_FILE={stats_file}")
+    assert result.returncode == 0, result.stderr[-4000:]
+    # The spider got the pages the redirects lead to (the 404 and the disallowed /p/5 never reach it).
+    items = [json.loads(line) for line in (team_project / "items-redirect.jsonl").read_text().splitlines()]
+    assert sorted(item["url"].rsplit("/", 1)[1] for item in items) == ["2", "3", "4", "chain-0"], result.stderr[-6000:]
+    assert [entry.path for entry in web.entries()].count("/p/5") == 0
+    archived = warc_exchanges(team_project / "crawl-data")
+    expected = {
+        "/robots.txt": 200, "/chain-3": 301, "/chain-2": 301, "/chain-1": 301, "/chain-0": 200,
+        "/found": 302, "/p/2": 200, "/see-other": 303, "/p/3": 200, "/temporary": 307, "/p/4": 200,
+        "/permanent": 308, "/missing": 404,
+    }
+    for path, status in expected.items():
+        [exchange] = archived[base + path]
+        assert exchange["status"] == status, path
+        assert exchange["request"], f"{path}: no request record beside its response"
+    locations = {path: archived[base + path][0]["location"] for path in expected if 300 <= expected[path] < 400}
+    assert locations == {"/chain-3": "/chain-2", "/chain-2": "/chain-1", "/chain-1": "/chain-0", "/found": "/p/2",
+                         "/see-other": "/p/3", "/temporary": "/p/4", "/permanent": "/p/5"}
+    assert base + "/p/5" not in archived
+    warc_responses(team_project / "crawl-data", team_venv)  # every file passes `warcio check`
+    stats = json.loads(stats_file.read_text())
+    assert (stats["robotstxt/request_count"], stats["robotstxt/response_count"]) == (1, 1)
+    assert stats["robotstxt/response_status_count/200"] == 1
+    assert stats["robotstxt/forbidden"] == 1
+    assert stats["archive/redirect"] == 7 and stats["archive/robots"] == 1
+    # pywb replays a hop as the redirect it was.
+    with pywb(tmp_path, team_project / "crawl-data") as (port, _):
+        status, headers, _ = replayed(port, base + "/chain-3")
+        assert 300 <= status < 400 and headers["location"].endswith("/chain-2"), (status, headers)
+        status, headers, _ = replayed(port, base + "/found")
+        assert 300 <= status < 400 and headers["location"].endswith("/p/2"), (status, headers)
+        status, _, body = replayed(port, base + "/p/2")
+        assert status == 200 and b"Host 1 page 2" in body
+
+
+def test_a_redisspider_without_redis_url_reads_the_embedded_redis_and_a_rediscrawlspider_runs(
+    team_project: Path, team_venv: Path, mockweb_factory: Any, redis_server: Any
+) -> None:
+    """No REDIS_URL: the frontier starts its embedded Redis, and the RedisSpider reads its start URLs
+    there (not from localhost:6379): one server, whose socket the log names; a URL pushed to it is
+    crawled. A RedisCrawlSpider (start URLs from Redis, rules for the rest) runs on the frontier too."""
+    import threading
+
+    import redis
+
+    web = mockweb_factory(SPEC)
+    key = f"embedded{uuid.uuid4().hex[:8]}:start_urls"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "REDIS_URL", "SCRAPY_SETTINGS_MODULE")}
+    env["PATH"] = f"{team_venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    crawl = subprocess.Popen([str(team_venv / "bin" / "scrapy"), "crawl", "queue", "-a", f"domain={host_ip(3)}",
+                              "-a", f"key={key}", "-s", "REDIS_URL=", "-s", "MAX_IDLE_TIME_BEFORE_CLOSE=20",
+                              "-s", f"FRONTIER_CRAWL_ID=embedded{uuid.uuid4().hex[:8]}"],
+                             cwd=team_project, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    lines: list[str] = []
+    named = threading.Event()
+
+    def read() -> None:
+        assert crawl.stderr is not None
+        for line in crawl.stderr:
+            lines.append(line)
+            if "from the crawl's embedded Redis" in line:
+                named.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert named.wait(timeout=120), "".join(lines)[-4000:]
+        line = next(line for line in lines if "from the crawl's embedded Redis" in line)
+        socket_path = line.split("unix://", 1)[1].split(" ", 1)[0]
+        redis.Redis(unix_socket_path=socket_path).lpush(key, json.dumps({"url": web.url(3)}))
+        crawl.wait(timeout=180)
+    finally:
+        if crawl.poll() is None:
+            crawl.kill()
+    reader.join(timeout=10)
+    assert crawl.returncode == 0, "".join(lines)[-4000:]
+    assert "Frontier Redis: unix://" + socket_path in "".join(lines)
+    entries = [entry for entry in web.entries() if entry.host == host_ip(3)]
+    assert entries[0].path == "/robots.txt"
+    assert sorted(parse_page_path(e.path) for e in entries if e.path != "/robots.txt") == sorted(within_depth(3, 2))
+    # The URL was read from the embedded server, not from the test's Redis on TCP.
+    assert redis_server.client().llen(key) == 0
+    # A RedisCrawlSpider, on the team's Redis (REDIS_URL), start URL pushed as scrapy-redis users do.
+    key = f"rules{uuid.uuid4().hex[:8]}:start_urls"
+    redis_server.client().lpush(key, web.url(4))
+    before = len(web.entries())
+    result = scrapy(team_venv, team_project, "crawl", "rulesqueue", "-a", f"domain={host_ip(4)}", "-a", f"key={key}",
+                    "-s", f"FRONTIER_CRAWL_ID=rulesq{uuid.uuid4().hex[:8]}")
+    assert result.returncode == 0, result.stderr[-4000:]
+    entries = web.entries()[before:]
+    assert {entry.host for entry in entries} == {host_ip(4)}
+    assert entries[0].path == "/robots.txt"
+    assert sorted(parse_page_path(e.path) for e in entries if e.path != "/robots.txt") == sorted(within_depth(4, 2))

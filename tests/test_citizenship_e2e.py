@@ -90,7 +90,7 @@ def crawl(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) -
                 "ALLOW_PRIVATE_NETWORKS": False, "PRIVATE_NETWORKS_ALLOWLIST": "127.20.0.0/16",
                 "FRONTIER_MIN_DELAY": 0.1, "FRONTIER_DELAY_FACTOR": 0,
                 "DOWNLOAD_TIMEOUT": 2, "DOWNLOAD_MAXSIZE": 1024 * 1024, "DOWNLOAD_WARNSIZE": 512 * 1024,
-                "RETRY_MAX_RETRIES": 1, "RETRY_BASE_DELAY": 0.3,
+                "RETRY_TIMES": 1, "RETRY_BASE_DELAY": 0.3,
                 "BACKOFF_BASE_DELAY": 0.5, "BACKOFF_MAX_DELAY": 5,
                 "ROBOTS_RETRY_DELAY": 1.5, "ROBOTS_MAX_FAILURES": 2, "ROBOTS_MAX_CRAWL_DELAY": 2,
                 # Host 3 never answers robots.txt within DOWNLOAD_TIMEOUT: parked at once, for this long.

@@ -67,7 +67,7 @@ def test_crawl_fetches_every_reachable_page_once_and_politely(
     assert_finished(result)
     expected = spec.reachable((h, 0) for h in range(0, 60, 3))
     # `-O items.jsonl`: one JSON line per page the index gate passes (every page here; not the
-    # redirects), bodies omitted (FEED_PAGE_BODY).
+    # redirects), bodies omitted (WEB_FEED_PAGE_BODY).
     exported = [json.loads(line) for line in items.read_text().splitlines()]
     assert Counter(item["status"] for item in exported) == {200: len(expected)}
     assert all(item["body"] is None for item in exported)
@@ -226,7 +226,10 @@ def test_two_workers_share_one_frontier(
         (["-a", "urls=http://a.test/"], {}, ["USER_AGENT", "placeholder"]),
         (["-a", "urls=http://127.0.0.1:9/"], {"PRIVATE_NETWORKS_ALLOWLIST": "10.0.0.0/33"},
          ["PRIVATE_NETWORKS_ALLOWLIST", "not a CIDR range"]),
-        (["-a", "urls=http://127.0.0.1:9/"], {"RETRY_MAX_RETRIES": "-1"}, ["RETRY_MAX_RETRIES", "at least 0"]),
+        (["-a", "urls=http://127.0.0.1:9/"], {"RETRY_TIMES": "-1"}, ["RETRY_TIMES", "at least 0"]),
+        (["-a", "urls=http://127.0.0.1:9/"], {"DOWNLOAD_SLOTS": '{{"a.test": {{"delay": "slow"}}}}'},
+         ["DOWNLOAD_SLOTS", "delay must be a number"]),
+        (["-a", "urls=http://127.0.0.1:9/"], {"REDIS_PARAMS": '{{"pasword": "x"}}'}, ["REDIS_PARAMS", "unknown key"]),
         (["-a", "urls=http://127.0.0.1:9/"], {"METRICS_PORT": "{busy}"}, ["METRICS_PORT", "cannot listen on"]),
         (["-a", "urls=http://127.0.0.1:9/"], {"METRICS_PORT": "70000"}, ["METRICS_PORT", "not a TCP port"]),
     ],

@@ -166,42 +166,95 @@ def test_one_url_per_host_in_flight_and_next_allowed_time(run: Callable[..., Non
     run(body)
 
 
-def test_several_requests_per_host_when_asked_starts_spaced_by_the_delay(run: Callable[..., None]) -> None:
-    """FRONTIER_CONCURRENCY_PER_KEY = 3: up to 3 leases of one host at once, across every claimer; their
-    starts spaced by the delay (the min delay before the first answer, then the answer's), as Scrapy's
-    download slots space theirs; an ack or an expired lease frees a slot; a sibling's backoff holds the
-    host whatever its other answers say."""
+def test_several_requests_per_host_share_its_politeness_budget_each_slot_on_its_own_clock(
+    run: Callable[..., None]
+) -> None:
+    """FRONTIER_CONCURRENCY_PER_KEY = 3: up to 3 leases of one host at once, across every claimer; before
+    its first answer, starts spaced by the minimum delay / k; then each slot is free again the delay of its
+    own answer after that answer (the host gets at most k times the load of one slot); an expired lease
+    frees its slot; a sibling's backoff holds the whole host whatever its other answers say."""
 
     async def body(h: Harness) -> None:
         f = h.frontier
         assert f is not None
         await f.enqueue([entry(f"http://a.test/{i}") for i in range(9)])
         starts = []
-        for at in (T0, T0 + 100, T0 + 200):
+        for at in (T0, T0 + 33, T0 + 66):
             claimed = (await f.claim(at, 10)).claimed
-            assert len(claimed) == 1  # one start per gap (100 ms), however many are asked for
+            assert len(claimed) == 1  # one start per spacing (100 ms / 3), however many are asked for
             starts.append(claimed[0][0])
-            assert (await f.claim(at + 99, 10)).claimed == []
+            assert (await f.claim(at + 32, 10)).claimed == []
         f = await h.reopen()
         assert (await f.claim(T0 + 400, 10)).claimed == []  # three in flight: the host is full
         assert (await f.counts()).leased == 3
-        # An answer with a 500 ms delay: the next start is 500 ms after the last start (T0 + 200).
+        # An answer with a 500 ms delay: its slot is free 500 ms after it (the others are in flight).
         assert await f.ack([Completion(starts[0].member, T0 + 800, T0 + 300)]) == (1, 0)
-        assert (await f.claim(T0 + 699, 10)).claimed == []
-        fourth = (await f.claim(T0 + 700, 10)).claimed
+        assert (await f.claim(T0 + 799, 10)).claimed == []
+        fourth = (await f.claim(T0 + 800, 10)).claimed
         assert len(fourth) == 1
         # Throttled (429) on one, an ordinary answer on another: the host waits for the backoff.
         await f.ack([Completion(starts[1].member, T0 + 900, T0 + 800, host_signal=HostSignal.THROTTLED)])
         f = await h.reopen()
         await f.ack([Completion(starts[2].member, T0 + 900, T0 + 850)])
         assert (await f.counts()).leased == 1
-        assert (await f.claim(T0 + 1300, 10)).claimed == []  # without the backoff: ready at T0 + 750
-        # The last lease expires (T0 + 10,700): its slot is free and its URL first in line again.
+        assert (await f.claim(T0 + 1300, 10)).claimed == []  # without the backoff: ready at T0 + 900
+        # The last lease expires (T0 + 10,800): its slot is free and its URL first in line again.
         late = await f.claim(T0 + 120_000, 10)
         assert late.expired == 1
         assert [blob for _, blob in late.claimed] == [fourth[0][1]]
 
     run(body, per_key=3, min_delay=0.1)
+
+
+def test_with_no_minimum_delay_k_requests_go_at_once_and_each_slot_rests_after_its_answer(
+    run: Callable[..., None]
+) -> None:
+    """k = 4 and DOWNLOAD_DELAY = 0 (a team's project): 4 requests in flight at once, as Scrapy gives; a
+    slot whose answer asks a 300 ms delay is free 300 ms after it, while the host's other slots go on."""
+
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        await f.enqueue([entry(f"http://a.test/{i}") for i in range(12)])
+        leases = []
+        for _ in range(5):
+            leases += [lease for lease, _ in (await f.claim(T0, 10)).claimed]
+        assert len(leases) == 4, "k at once, never more"
+        f = await h.reopen()
+        # Two answers: 30 ms fetches with a 300 ms delay each; the host is ready only when a slot is.
+        await f.ack([Completion(leases[0].member, T0 + 330, T0 + 30), Completion(leases[1].member, T0 + 340, T0 + 40)])
+        assert (await f.claim(T0 + 329, 10)).claimed == []
+        assert len((await f.claim(T0 + 330, 10)).claimed) == 1
+        assert (await f.claim(T0 + 339, 10)).claimed == []
+        assert len((await f.claim(T0 + 340, 10)).claimed) == 1
+        # The two others answer late, at once, with no delay (never contacted): both slots free now.
+        await f.ack([Completion(leases[2].member, 0, T0 + 400), Completion(leases[3].member, 0, T0 + 400)])
+        assert len((await f.claim(T0 + 400, 10)).claimed) == 1
+        assert len((await f.claim(T0 + 400, 10)).claimed) == 1
+        assert (await f.claim(T0 + 400, 10)).claimed == []
+        assert (await f.counts()).leased == 4
+
+    run(body, per_key=4, min_delay=0.0)
+
+
+def test_a_key_with_a_concurrency_of_its_own_gets_it_the_others_one(run: Callable[..., None]) -> None:
+    """DOWNLOAD_SLOTS = {"a.test": {"concurrency": 2}} with FRONTIER_CONCURRENCY_PER_KEY = 1: a.test has
+    2 requests in flight, b.test one."""
+
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        assert h.client is not None
+        await h.client.hset(f.keys.key("slotk"), mapping={"a.test": 2})
+        await f.enqueue([entry(f"http://{host}/{i}") for host in ("a.test", "b.test") for i in range(4)])
+        hosts: Counter[str] = Counter()
+        for _ in range(4):
+            hosts.update(lease.host for lease, _ in (await f.claim(T0, 10)).claimed)
+        assert hosts == {"a.test": 2, "b.test": 1}
+        f = await h.reopen()
+        assert (await f.claim(T0 + 1, 10)).claimed == []
+
+    run(body, per_key=1, slot_limited=True)
 
 
 def test_host_delay_floor_raises_next_allowed_time(run: Callable[..., None]) -> None:
@@ -969,16 +1022,17 @@ def test_a_robots_lease_given_up_on_dead_letters_the_hosts_queue(run: Callable[.
 
 def test_several_requests_per_domain_when_asked(run: Callable[..., None]) -> None:
     """FRONTIER_CONCURRENCY_PER_KEY = 2 by registered domain: at most 2 of the domain's requests in flight,
-    whichever of its hosts they go to, one start per gap; an ack lets a waiting host go."""
+    whichever of its hosts they go to, one start per spacing (the minimum delay / k); an ack lets a waiting
+    host go."""
 
     async def body(h: Harness) -> None:
         f = h.frontier
         assert f is not None
         await f.enqueue([entry(f"http://{name}.farm.example/{i}") for name in ("a", "b", "c") for i in range(3)])
         first = (await f.claim(T0, 10)).claimed
-        assert len(first) == 1  # one start per group per gap (100 ms)
-        assert (await f.claim(T0 + 99, 10)).claimed == []
-        second = (await f.claim(T0 + 100, 10)).claimed
+        assert len(first) == 1  # one start per group per spacing (100 ms / 2)
+        assert (await f.claim(T0 + 49, 10)).claimed == []
+        second = (await f.claim(T0 + 50, 10)).claimed
         assert len(second) == 1
         f = await h.reopen()
         # Two in flight: the group is full, long after the gap.

@@ -46,7 +46,7 @@ def crawled(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer)
     try:
         result = run_crawl("-a", "urls=" + ",".join(seeds), settings={
             **settings, "FRONTIER_MIN_DELAY": 0.1, "FRONTIER_DELAY_FACTOR": 0, "DOWNLOAD_TIMEOUT": 1.5,
-            "RETRY_MAX_RETRIES": 1, "RETRY_BASE_DELAY": 0.2}, timeout=180)
+            "RETRY_TIMES": 1, "RETRY_BASE_DELAY": 0.2}, timeout=180)
         assert result.returncode == 0, result.stderr[-3000:]
         seeded = frontier_command("seed", web.url(2), settings=settings)
         assert seeded.returncode == 0, seeded.stderr

@@ -10,29 +10,21 @@ order (replay tools look records up by the canonical SURT key).
 
 from __future__ import annotations
 
-import glob
 import json
-import shutil
-import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from support.mockweb import WebSpec, free_port, host_ip
-from tests.conftest import ROOT, TEST_SETTINGS, RedisServer, _wait_for_port, run_crawl, start_mockweb
-
-WAYBACK = ROOT / ".venv-replay" / "bin" / "wayback"
+from support.mockweb import WebSpec, host_ip
+from tests.conftest import TEST_SETTINGS, RedisServer, run_crawl, start_mockweb
+from tests.replay import pywb, replayed
 
 
 @pytest.fixture(scope="module")
 def replay(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) -> Iterator[dict[str, Any]]:
-    if not WAYBACK.exists():
-        pytest.fail(f"{WAYBACK} is missing: make test installs it (requirements-replay.txt)")
     tmp = tmp_path_factory.mktemp("replay")
     web = start_mockweb(WebSpec(hosts=1, sizes="uniform:3", fanout=0, nav=0, cross=0), tmp / "mockweb.log")
     url = f"http://{host_ip(0)}:{web.port}/p/2?zeta=1&alpha=2&mid=3"
@@ -43,31 +35,13 @@ def replay(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) 
     finally:
         web.stop()
     assert result.returncode == 0, result.stderr[-3000:]
-    warc_dir = Path(str(TEST_SETTINGS["CRAWL_DATA_DIR"])) / crawl_id / "warc"
-    collection = tmp / "pywb" / "collections" / "crawl"
-    (collection / "archive").mkdir(parents=True)
-    (collection / "indexes").mkdir()
-    for warc in glob.glob(str(warc_dir / "*.warc.gz")):
-        shutil.copy(warc, collection / "archive")
-    lines = sorted(line for index in glob.glob(str(warc_dir / "*.cdxj")) for line in Path(index).read_text().splitlines())
-    (collection / "indexes" / "index.cdxj").write_text("".join(line + "\n" for line in lines))
-    port = free_port()
-    server = subprocess.Popen([str(WAYBACK), "-p", str(port), "-b", "127.0.0.1"], cwd=tmp / "pywb",
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _wait_for_port(port, timeout=60)
+    with pywb(tmp, Path(str(TEST_SETTINGS["CRAWL_DATA_DIR"])) / crawl_id / "warc") as (port, lines):
         yield {"port": port, "url": url, "lines": lines}
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def fetch(port: int, url: str) -> tuple[int, bytes]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/crawl/id_/{url}", timeout=30) as answer:
-            return answer.status, answer.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
+    status, _, body = replayed(port, url)
+    return status, body
 
 
 def test_the_index_keys_are_the_canonical_surt_form(replay: dict[str, Any]) -> None:

@@ -393,11 +393,17 @@ def test_every_setting_read_has_one_default_and_the_project_settings_hold_them_a
     read = _setting_names_read()
     assert len(read) > 100
     ours = {name for name in dir(defaults) if name.isupper()}
-    from crawler.scrapysettings import TABLE
+    from crawler.scrapysettings import RENAMED, TABLE
 
-    # Settings of other projects the add-on translates (scrapy-redis's) have no default of ours.
+    # Settings of other projects the add-on reads or names (scrapy-redis's) have no default of ours, and
+    # the old names of renamed settings of ours have none any more.
     foreign = {mapping.scrapy for mapping in TABLE if not hasattr(scrapy_defaults, mapping.scrapy)}
-    assert foreign == {"REDIS_HOST", "REDIS_PORT", "SCHEDULER_PERSIST", "SCHEDULER_FLUSH_ON_START"}
+    assert foreign == {"REDIS_HOST", "REDIS_PORT", "REDIS_PARAMS", "SCHEDULER_PERSIST", "SCHEDULER_FLUSH_ON_START",
+                       "SCHEDULER_IDLE_BEFORE_CLOSE", "SCHEDULER_QUEUE_CLASS", "SCHEDULER_QUEUE_KEY",
+                       "SCHEDULER_SERIALIZER", "SCHEDULER_DUPEFILTER_CLASS", "SCHEDULER_DUPEFILTER_KEY",
+                       "DUPEFILTER_KEY"}
+    foreign |= {renamed.old for renamed in RENAMED}
+    assert not {renamed.old for renamed in RENAMED} & ({name for name in dir(defaults) if name.isupper()})
     missing = {name: where for name, where in read.items()
                if name not in ours | foreign and not hasattr(scrapy_defaults, name)
                and name not in {"DEBUG", "BOT_NAME"}}

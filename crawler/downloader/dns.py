@@ -2,11 +2,13 @@
 
 Used as the aiohttp connector's resolver. Every lookup result is kept for
 ``DNS_CACHE_TTL`` seconds (``getaddrinfo`` gives no record TTLs), failures for
-``DNS_NEGATIVE_TTL`` seconds, at most ``DNS_CACHE_SIZE`` names (least
-recently used evicted). Addresses refused by the :class:`AddressPolicy` are
+``DNS_NEGATIVE_TTL`` seconds, at most ``DNSCACHE_SIZE`` names (Scrapy's
+setting; least recently used evicted), none with ``DNSCACHE_ENABLED = False``;
+a lookup that takes longer than ``DNS_TIMEOUT`` seconds fails as a name that
+does not resolve. Addresses refused by the :class:`AddressPolicy` are
 removed from the answer; a name left with none raises
 :class:`BlockedAddressError`. Counted in ``dns/lookups``, ``dns/cache_hits``,
-``dns/negative_hits``, ``dns/failures`` and ``fetch/blocked_address``.
+``dns/negative_hits``, ``dns/failures``, ``dns/timeouts`` and ``fetch/blocked_address``.
 
 Names listed in ``DNS_HOSTS_FILE`` (the hosts(5) format: an address, then
 names) are answered from it without a lookup, like ``/etc/hosts`` but for the
@@ -16,6 +18,7 @@ guard applies to them as to any answer.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 from collections import OrderedDict
@@ -26,7 +29,7 @@ from typing import TYPE_CHECKING
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from crawler.downloader.netguard import AddressPolicy, BlockedAddressError, parse_ip
-from crawler.settings_parsing import get_float, get_int
+from crawler.settings_parsing import get_bool, get_float, get_int
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -39,7 +42,10 @@ Lookup = Callable[[str, int, socket.AddressFamily], Awaitable[list[ResolveResult
 class DnsCacheConfig:
     ttl: float = 300.0
     negative_ttl: float = 30.0
+    #: Names kept at most; 0: nothing is cached.
     max_size: int = 10_000
+    #: Seconds one lookup may take.
+    timeout: float = 60.0
     #: name -> addresses, from DNS_HOSTS_FILE.
     static: dict[str, list[str]] = field(default_factory=dict)
 
@@ -50,7 +56,8 @@ def resolver_from_settings(settings: BaseSettings, stats: StatsCollector) -> Cac
         DnsCacheConfig(
             ttl=get_float(settings, "DNS_CACHE_TTL", minimum=0.0),
             negative_ttl=get_float(settings, "DNS_NEGATIVE_TTL", minimum=0.0),
-            max_size=get_int(settings, "DNS_CACHE_SIZE", minimum=1),
+            max_size=get_int(settings, "DNSCACHE_SIZE", minimum=1) if get_bool(settings, "DNSCACHE_ENABLED") else 0,
+            timeout=get_float(settings, "DNS_TIMEOUT", minimum=0.001),
             static=read_hosts_file(settings["DNS_HOSTS_FILE"]) if settings.get("DNS_HOSTS_FILE") else {},
         ),
         AddressPolicy.from_settings(settings),
@@ -107,7 +114,13 @@ class CachingGuardedResolver(AbstractResolver):
             self.stats.inc_value("dns/lookups")
             lookup = self._lookup or self._default_lookup
             try:
-                answer = await lookup(host, port, family)
+                answer = await asyncio.wait_for(lookup(host, port, family), self.config.timeout)
+            except TimeoutError:
+                self.stats.inc_value("dns/timeouts")
+                exc = socket.gaierror(socket.EAI_AGAIN, f"no answer for {host} within DNS_TIMEOUT "
+                                                        f"({self.config.timeout:g} s)")
+                self._store(key, now + self.config.negative_ttl, exc)
+                raise exc from None
             except OSError as exc:
                 self.stats.inc_value("dns/failures")
                 self._store(key, now + self.config.negative_ttl, exc)
@@ -127,6 +140,8 @@ class CachingGuardedResolver(AbstractResolver):
         return parsed is not None and self.policy.allowed(parsed)
 
     def _store(self, key: tuple[str, int, int], expires: float, answer: list[ResolveResult] | OSError) -> None:
+        if not self.config.max_size:
+            return
         self._cache[key] = (expires, answer)
         self._cache.move_to_end(key)
         while len(self._cache) > self.config.max_size:

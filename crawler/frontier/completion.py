@@ -45,7 +45,7 @@ class LeaseCompleter:
             duration = meta.get("download_latency")
             if duration is None:  # the fetch failed: it took this long
                 duration = now - handout.handed_at
-            next_allowed = self.politeness.next_allowed_ms(now, duration)
+            next_allowed = self.politeness.next_allowed_ms(now, duration, handout.lease.host)
         outcome = handout.outcome
         if outcome is None:
             return Completion(handout.lease.member, next_allowed, int(now * 1000), host_signal=handout.host_signal,

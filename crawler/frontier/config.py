@@ -13,7 +13,7 @@ from scrapy.settings import BaseSettings
 from crawler import defaults
 from crawler.exceptions import ConfigurationError
 from crawler.percrawler import PerCrawler
-from crawler.policy.politeness import PolitenessKey
+from crawler.policy.politeness import PolitenessKey, PolitenessPolicy, SlotOverride, parse_slot_overrides
 from crawler.settings_parsing import get_bool, get_float, get_int, get_int_list
 
 if TYPE_CHECKING:
@@ -86,10 +86,26 @@ class FrontierConfig:
     reset_on_start: bool = False
     #: Requests with callbacks the frontier cannot store, kept in this process at most.
     local_requests: int = defaults.FRONTIER_LOCAL_REQUESTS
+    #: A host's minimum delay drawn from 0.5x to 1.5x of ``min_delay`` (Scrapy's RANDOMIZE_DOWNLOAD_DELAY).
+    randomize_delay: bool = False
+    #: Per-key delay, concurrency and randomization (Scrapy's DOWNLOAD_SLOTS), this worker's; the
+    #: scheduler shares them through the frontier and applies every worker's.
+    slot_overrides: tuple[tuple[str, SlotOverride], ...] = ()
+    #: Seconds a drained frontier keeps a batch-mode worker open (scrapy-redis's SCHEDULER_IDLE_BEFORE_CLOSE).
+    idle_before_close: float = 0.0
+    #: Some politeness keys of the crawl have a concurrency of their own (DOWNLOAD_SLOTS, any worker's):
+    #: the scripts read them (set when the scheduler opens).
+    slot_limited: bool = False
 
     @property
     def levels(self) -> int:
         return len(self.queue_weights)
+
+    def politeness(self, overrides: dict[str, SlotOverride] | None = None) -> PolitenessPolicy:
+        """The politeness policy of this configuration; ``overrides``: the crawl's shared DOWNLOAD_SLOTS
+        (default: this worker's own)."""
+        return PolitenessPolicy(self.min_delay, self.delay_factor, self.max_delay, self.randomize_delay,
+                                dict(self.slot_overrides) if overrides is None else overrides)
 
     @classmethod
     def for_crawler(cls, crawler: Crawler) -> FrontierConfig:
@@ -138,6 +154,9 @@ class FrontierConfig:
             per_key=per_key,
             reset_on_start=get_bool(settings, "FRONTIER_RESET_ON_START"),
             local_requests=get_int(settings, "FRONTIER_LOCAL_REQUESTS", minimum=0),
+            randomize_delay=get_bool(settings, "FRONTIER_RANDOMIZE_DELAY"),
+            slot_overrides=tuple(sorted(parse_slot_overrides(settings.get("DOWNLOAD_SLOTS")).items())),
+            idle_before_close=get_float(settings, "FRONTIER_IDLE_BEFORE_CLOSE", minimum=0.0),
         )
 
 

@@ -52,10 +52,11 @@ from crawler.frontier.pump import Pump
 from crawler.frontier.reset import reset_crawl
 from crawler.frontier.shards import ShardRouter, check_crawl_metadata, shard_frontiers
 from crawler.frontier.sizing import crawl_sizes
+from crawler.frontier.slotconf import share_slot_overrides
 from crawler.policy.backoff import BackoffPolicy
 from crawler.policy.clock import CrawlClock
 from crawler.policy.hostquality import HostQualityCache
-from crawler.policy.politeness import PolitenessKey, PolitenessPolicy
+from crawler.policy.politeness import PolitenessKey
 from crawler.policy.priority import PriorityPolicy
 from crawler.policy.recrawl import RecrawlMode
 from crawler.redisconn.provider import RedisProvider
@@ -114,7 +115,7 @@ class FrontierScheduler(BaseScheduler):
         self.router = router or ShardRouter(config.crawl_id)
         self.keys = self.router.crawl_keys
         shards = self.router.count
-        self.politeness = PolitenessPolicy(config.min_delay, config.delay_factor, config.max_delay)
+        self.politeness = config.politeness()
         self.levels = PriorityLevels(config.levels)
         #: URLs on their way in (per shard), sent by the next step.
         self.intake = Intake(
@@ -149,6 +150,8 @@ class FrontierScheduler(BaseScheduler):
         # New URLs wake the pump at once (the link's path: intake -> pump -> store).
         self.intake.notify = self.pump.poke
         self._nextcall: Any = None
+        #: When the frontier was last found drained (FRONTIER_IDLE_BEFORE_CLOSE), on the monotonic clock.
+        self._drained_since: float | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -241,6 +244,13 @@ class FrontierScheduler(BaseScheduler):
         """The crawl's recorded sizes checked, and each shard's frontier with its scripts loaded."""
         await check_crawl_metadata(client, self.router)
         await self._check_politeness_key(client)
+        # DOWNLOAD_SLOTS: this worker's entries shared, every worker's applied.
+        overrides = await share_slot_overrides(client, self.router, dict(self.config.slot_overrides))
+        self.politeness = self.config.politeness(overrides)
+        self.config = replace(self.config, slot_limited=any(o.concurrency is not None for o in overrides.values()))
+        if overrides:
+            logger.info("Frontier %r: %d politeness keys with settings of their own (DOWNLOAD_SLOTS): %s",
+                        self.config.crawl_id, len(overrides), ", ".join(sorted(overrides)[:10]))
         sizes = await crawl_sizes(client, self.router, self.crawler.settings, self.provider.config.memory_limit)
         config = replace(self.config, inlink_cells=sizes.inlink_cells)
         frontiers = shard_frontiers(client, self.router, config, sizes.seen, self.backoff)
@@ -298,6 +308,22 @@ class FrontierScheduler(BaseScheduler):
     # -- the Scrapy scheduler interface --------------------------------------------------
 
     def has_pending_requests(self) -> bool:
+        if self._has_work():
+            self._drained_since = None
+            return True
+        wait = self.config.idle_before_close
+        if wait <= 0 or self.pump.closing or self.pump.draining:
+            return False
+        # Drained: stay open FRONTIER_IDLE_BEFORE_CLOSE seconds for URLs that others add (the pump keeps
+        # looking every FRONTIER_IDLE_POLL), as scrapy-redis's SCHEDULER_IDLE_BEFORE_CLOSE waits.
+        now = time.monotonic()
+        if self._drained_since is None:
+            self._drained_since = now
+            logger.info("Frontier %r drained; waiting up to %g s for new URLs (FRONTIER_IDLE_BEFORE_CLOSE)",
+                        self.config.crawl_id, wait)
+        return now - self._drained_since < wait
+
+    def _has_work(self) -> bool:
         inhand, pump = self.inhand, self.pump
         if pump.draining:
             return bool(inhand.handed or self.intake.enqueues or inhand.completions or pump.step_running

@@ -102,7 +102,8 @@ class StepCommands:
                 order.append("enqueue")
         if completions:
             args = [b"EVALSHA", self._shas["ack"], 1, keys.leases, prefix, now_ms, *self._backoff_args,
-                    self._horizon_ms, self._grouped, self.config.levels, self.sizes.records, self.config.per_key]
+                    self._horizon_ms, self._grouped, self.config.levels, self.sizes.records, self.config.per_key,
+                    int(self.config.slot_limited)]
             for done in completions:
                 args += (
                     done.member, done.next_allowed_ms, done.completed_ms, int(done.action), done.not_before_ms,
@@ -114,7 +115,7 @@ class StepCommands:
         if releases:
             commands.append(
                 command(b"EVALSHA", self._shas["release"], 1, keys.leases, prefix, now_ms, self._grouped,
-                        self.config.per_key, *releases)
+                        self.config.per_key, int(self.config.slot_limited), *releases)
             )
             order.append("release")
         if renew:
@@ -147,7 +148,8 @@ class StepCommands:
                     b"EVALSHA", self._shas["claim"], 1, keys.leases, prefix, now_ms, claim,
                     now_ms + int(self.config.lease_timeout * 1000), self.config.active_hosts,
                     self.config.refill_batch, 1000, self._horizon_ms, int(self.config.robots_first), self._grouped,
-                    self.sizes.records, self.config.per_key, int(self.config.min_delay * 1000), *self._weights,
+                    self.sizes.records, self.config.per_key, int(self.config.min_delay * 1000),
+                    int(self.config.slot_limited), *self._weights,
                 )
             )
             order.append("claim")

@@ -130,7 +130,7 @@ class RenderMiddleware:
             get_int(settings, "RENDER_MAX_SUBREQUESTS", minimum=0),
         )
         return cls(crawler, RenderSettings.from_settings(settings), browser, policy,
-                   PolitenessPolicy(frontier.min_delay, frontier.delay_factor, frontier.max_delay),
+                   frontier.politeness(),
                    RobotsConfig.from_settings(settings), AddressPolicy.from_settings(settings))
 
     async def _opened(self) -> None:

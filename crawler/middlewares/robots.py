@@ -25,9 +25,9 @@ For each page (``process_request``):
    ``ROBOTS_MAX_FAILURES`` in a row its pages go to the dead letters.
 4. A disallowed URL is dropped (``IgnoreRequest``, ``robots/disallowed``), never fetched.
 
-A connection-level failure tells the frontier about the host like any fetch
-(:class:`~crawler.frontier.outcome.HostSignal`). Redirects of robots.txt are
-followed here (up to 5, any host); only its first ``ROBOTS_MAX_BYTES`` are kept.
+A connection-level failure signals the host like any fetch (:class:`~crawler.frontier.outcome.HostSignal`).
+Redirects are followed here (up to 5, any host); only ``ROBOTS_MAX_BYTES`` are kept.
+Stats: ``robots/*``, and Scrapy's ``robotstxt/*`` keys as its middleware writes them.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from urllib.parse import urljoin
 from scrapy import Request, signals
 from scrapy.exceptions import CannotResolveHostError, IgnoreRequest, NotConfigured
 
+from crawler.archiving import Archive, archive_answer
 from crawler.bounded import BoundedSet
 from crawler.downloader.errors import ServerSilentError, TlsError
 from crawler.downloader.netguard import BlockedAddressError
@@ -77,6 +78,7 @@ from crawler.robots.policy import (
 )
 from crawler.robots.request import robots_request
 from crawler.robots.store import RobotsStore, origin_host
+from crawler.settings_parsing import get_bool
 from crawler.sitemaps import SitemapSettings, sitemap_meta
 from crawler.urls import clean_reference
 
@@ -112,6 +114,8 @@ class RobotsTxtMiddleware:
         #: Origins whose robots.txt lease met the address guard: their pages are
         #: dropped here, uncontacted (at most 10,000, oldest forgotten first).
         self._refused = BoundedSet(10_000)
+        #: Where every answer to robots.txt is archived (ARCHIVE_RESPONSES), as an exchange only.
+        self.archive = Archive.for_crawler(crawler) if get_bool(crawler.settings, "ARCHIVE_RESPONSES") else None
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
 
     @classmethod
@@ -135,7 +139,7 @@ class RobotsTxtMiddleware:
                 config.user_agent_token, sent, sent)
         assert crawler.stats is not None
         frontier = FrontierConfig.for_crawler(crawler)
-        politeness = PolitenessPolicy(frontier.min_delay, frontier.delay_factor, frontier.max_delay)
+        politeness = frontier.politeness()
         return cls(crawler, config, RedisProvider.for_crawler(crawler), crawler.stats, politeness)
 
     async def _spider_opened(self) -> None:
@@ -173,6 +177,7 @@ class RobotsTxtMiddleware:
             self._wait_for_robots(request, rules.record)
         if not rules.allowed(url):
             self.stats.inc_value("robots/disallowed")
+            self.stats.inc_value("robotstxt/forbidden")
             logger.debug("Disallowed by robots.txt: %s", url)
             raise IgnoreRequest(f"disallowed by robots.txt: {url}")
 
@@ -233,6 +238,7 @@ class RobotsTxtMiddleware:
             complete(request, host_signal=HostSignal.NEUTRAL, reason="robots.txt decided already")
             raise Rescheduled(f"robots.txt of {origin} decided already")
         self.stats.inc_value("robots/fetched")
+        self.stats.inc_value("robotstxt/request_count")
         # The lease is ours until it ends: the shared record read now is still the previous one then.
         self._track(request, record)
 
@@ -243,6 +249,8 @@ class RobotsTxtMiddleware:
         if handout_of(request) is None:
             return response  # a nested fetch: _fetch judges it
         origin = origin_of(request.url)
+        if response.request is None:
+            response.request = request  # (the engine sets it after the downloader middlewares)
         record = await self._judge(origin, response, previous, 0, request.meta.get("download_latency") or 0.0)
         # "Too many requests" for robots.txt itself: the host backs off like any throttled host.
         signal = HostSignal.THROTTLED if record.status == 429 else HostSignal.OK
@@ -300,6 +308,7 @@ class RobotsTxtMiddleware:
         name = type(exception).__name__
         self.stats.inc_value("robots/unreachable")
         self.stats.inc_value(f"robots/error/{name}")
+        self.stats.inc_value(f"robotstxt/exception_count/{type(exception)}")  # (Scrapy's key, as it writes it)
         logger.info("robots.txt of %s unreachable: %s: %s", origin, name, exception)
         return record_for_failure(self.config, name, time.time(), previous)
 
@@ -311,6 +320,7 @@ class RobotsTxtMiddleware:
         flight meanwhile: nothing else is asked of it)."""
         url = response.url
         while True:
+            await self._archive(response)
             status = response.status
             self.stats.inc_value(f"robots/status/{status}")
             location = response.headers.get(b"Location")
@@ -332,6 +342,9 @@ class RobotsTxtMiddleware:
                     return self._failed(origin, exc, previous)
                 latency = fetch.meta.get("download_latency") or 0.0
                 continue
+            # The answer Scrapy's middleware would judge (its redirects followed), in Scrapy's keys.
+            self.stats.inc_value("robotstxt/response_count")
+            self.stats.inc_value(f"robotstxt/response_status_count/{status}")
             if 300 <= status < 400 and location:
                 self.stats.inc_value("robots/too_many_redirects")
                 return record_for_too_many_redirects(self.config, time.time(), status)
@@ -348,6 +361,12 @@ class RobotsTxtMiddleware:
             elif record.state is RobotsState.ALLOW_ALL:
                 self.stats.inc_value("robots/allow_all")
             return record
+
+    async def _archive(self, response: Response) -> None:
+        """Every answer to robots.txt (each redirect hop too) into the archive, as an exchange only."""
+        if self.archive is not None and response.request is not None:
+            await archive_answer(self.archive, response, response.request, "robots", record_only=True)
+            self.stats.inc_value("archive/robots")
 
     def _enqueue_sitemaps(self, origin: str, rules: RobotsRules) -> None:
         """Send the sitemaps robots.txt lists (or ``/sitemap.xml``) to the frontier, once per fetch."""
@@ -377,6 +396,7 @@ class RobotsTxtMiddleware:
             self.stats.inc_value("robots/waiting")
             raise Rescheduled("robots.txt unreachable; waiting for its retry")
         self.stats.inc_value("robots/disallowed")
+        self.stats.inc_value("robotstxt/forbidden")
         raise IgnoreRequest(f"robots.txt unreachable: {request.url}")
 
     def _track(self, request: Request, previous: RobotsRecord | None = None) -> None:
@@ -408,6 +428,7 @@ class RobotsTxtMiddleware:
         """Fetch (nested) and judge one origin's robots.txt, following up to 5 redirects."""
         fetch = robots_request(origin + ROBOTS_PATH)
         self.stats.inc_value("robots/fetched")
+        self.stats.inc_value("robotstxt/request_count")
         try:
             response: Response = await self._download(fetch)
         except BlockedAddressError:

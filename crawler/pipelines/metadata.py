@@ -128,7 +128,7 @@ class UrlMetadataPipeline:
             await self.store.close()
 
     async def process_item(self, item: Any) -> Any:
-        if not isinstance(item, PageItem) or self.store is None:
+        if not isinstance(item, PageItem) or self.store is None or item.record_only:
             return item
         try:
             url, host = normalize_page_url(item.url, self.normalization)

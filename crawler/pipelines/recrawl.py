@@ -122,7 +122,7 @@ class RecrawlPipeline:
     async def process_item(self, item: Any) -> Any:
         if not isinstance(item, PageItem) or self.schedule is None:
             return item
-        if item.callback not in _REVISITED or not (200 <= item.status < 300 or item.status == 304):
+        if item.callback not in _REVISITED or item.record_only or not (200 <= item.status < 300 or item.status == 304):
             return item
         try:
             url, host = normalize_page_url(item.url, self.normalization)

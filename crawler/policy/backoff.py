@@ -13,7 +13,7 @@ Three separate mechanisms, each exponential and capped:
   instead of failing URL by URL; one success resets it.
 * **Retries** (any transient failure, 5xx): the *URL* goes back to the
   frontier and is tried again after ``min(RETRY_MAX_DELAY, RETRY_BASE_DELAY x
-  2^(attempt-1))``, at most ``RETRY_MAX_RETRIES`` times (throttled answers at
+  2^(attempt-1))``, at most ``RETRY_TIMES`` times (throttled answers at
   most ``RETRY_MAX_THROTTLED`` times); then it goes to the dead-letter queue.
 
 The host-level state lives in the shared frontier (every worker sees it); the
@@ -54,7 +54,7 @@ class BackoffPolicy:
             park_max=get_float(settings, "HOST_PARK_MAX_DELAY", minimum=0.0),
             retry_base=get_float(settings, "RETRY_BASE_DELAY", minimum=0.0),
             retry_max=get_float(settings, "RETRY_MAX_DELAY", minimum=0.0),
-            max_retries=get_int(settings, "RETRY_MAX_RETRIES", minimum=0),
+            max_retries=get_int(settings, "RETRY_TIMES", minimum=0),
             max_throttled=get_int(settings, "RETRY_MAX_THROTTLED", minimum=0),
         )
 

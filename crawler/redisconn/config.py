@@ -5,7 +5,11 @@
   separated by commas), or a ``REDIS_URL`` of the form
   ``redis+cluster://host:port[,host:port...]``: a Redis Cluster, reached
   through any of these nodes (the client learns the rest).
-* Neither: a private ``redis-server`` started for the crawl (the embedded default).
+* scrapy-redis's ``REDIS_PARAMS`` (:mod:`crawler.redisconn.params`): its
+  connection options (password, db, TLS, timeouts) apply to the frontier's
+  connections; a server it names (``url``, ``host``/``port``,
+  ``unix_socket_path``) is read as ``REDIS_URL`` when that is not given.
+* None of these: a private ``redis-server`` started for the crawl (the embedded default).
 """
 
 from __future__ import annotations
@@ -13,12 +17,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from scrapy.settings import BaseSettings
 
 from crawler.exceptions import ConfigurationError
 from crawler.policy.memory import parse_size
+from crawler.redisconn.params import check_for_url, connection_kwargs, parse_params, tls_url, url_of
 from crawler.secrets import read_secret_file, redact_url
 from crawler.settings_parsing import get_float, get_int, setting
 
@@ -63,10 +69,17 @@ class RedisConfig:
     #: The embedded server's memory limit (its maxmemory): ``REDIS_MEMORY_LIMIT``, or
     #: ``REDIS_EMBEDDED_MEMORY_SHARE`` of the machine's RAM.
     embedded_memory: int = 0
+    #: Connection options from ``REDIS_PARAMS`` (redis-py's keyword arguments); never printed.
+    params: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def connection_kwargs(self) -> dict[str, Any]:
+        """What the frontier's connections to a server of ours (not the embedded one) are given."""
+        return connection_kwargs(self.params, cluster=bool(self.cluster_nodes))
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, crawl_id: str) -> RedisConfig:
-        url = settings.get("REDIS_URL") or os.environ.get("REDIS_URL") or None
+        params = parse_params(settings.get("REDIS_PARAMS"))
+        url = settings.get("REDIS_URL") or os.environ.get("REDIS_URL") or url_of(params) or None
         cluster_nodes: tuple[tuple[str, int], ...] = ()
         nodes_text = settings.get("REDIS_CLUSTER_NODES") or os.environ.get("REDIS_CLUSTER_NODES") or None
         if url is not None and str(url).startswith(CLUSTER_SCHEME + "://"):
@@ -77,8 +90,11 @@ class RedisConfig:
             cluster_nodes = parse_cluster_nodes(str(nodes_text), "REDIS_CLUSTER_NODES")
         if cluster_nodes:
             url = f"{CLUSTER_SCHEME}://" + ",".join(f"{host}:{port}" for host, port in cluster_nodes)
+            if params.get("db"):
+                raise ConfigurationError("REDIS_PARAMS", f"a Redis Cluster has only database 0, not db={params['db']}")
         elif url is not None:
-            url = str(url)
+            url = tls_url(str(url), params)
+            check_for_url(params, url)
             scheme = urlsplit(url).scheme
             if scheme not in _SCHEMES:
                 raise ConfigurationError(
@@ -108,10 +124,12 @@ class RedisConfig:
             server_binary=str(setting(settings, "REDIS_SERVER_BINARY")),
             connect_timeout=get_float(settings, "REDIS_CONNECT_TIMEOUT", minimum=0.1),
             cluster_nodes=cluster_nodes,
-            max_connections=get_int(settings, "REDIS_MAX_CONNECTIONS", minimum=4),
+            max_connections=int(params["max_connections"]) if params.get("max_connections")
+            else get_int(settings, "REDIS_MAX_CONNECTIONS", minimum=4),
             password=_password(settings),
             memory_limit=limit,
             embedded_memory=limit or int(machine_memory() * share),
+            params=params,
         )
 
     def describe(self) -> str:

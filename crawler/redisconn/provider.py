@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import atexit
 import logging
+from collections.abc import Callable
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
@@ -30,6 +31,7 @@ from crawler.redisconn.config import RedisConfig
 from crawler.redisconn.embedded import EmbeddedRedisServer
 from crawler.redisconn.link import AnyRedis
 from crawler.redisconn.outage import REDIS_DOWN, OutagePolicy
+from crawler.redisconn.scrapyredis import share_embedded
 from crawler.secrets import redact_url
 
 if TYPE_CHECKING:
@@ -63,6 +65,8 @@ class RedisProvider:
         self._batched: BatchedScripts | None = None
         self._given_up: FrontierUnavailableError | None = None
         self._lock = asyncio.Lock()
+        #: Called with the embedded server once it has started (a RedisSpider is given it).
+        self.embedded_started: list[Callable[[EmbeddedRedisServer], object]] = []
 
     @classmethod
     def for_crawler(cls, crawler: Crawler) -> RedisProvider:
@@ -115,8 +119,8 @@ class RedisProvider:
                 startup_nodes=[ClusterNode(host, port) for host, port in self.config.cluster_nodes],
                 decode_responses=False,
                 driver_info=driver_info(),
-                socket_connect_timeout=self.config.connect_timeout,
-                password=self.config.password,
+                **{"socket_connect_timeout": self.config.connect_timeout, "password": self.config.password,
+                   **self.config.connection_kwargs()},
             )
             async def up() -> None:
                 await client.initialize()
@@ -138,19 +142,25 @@ class RedisProvider:
             await self.embedded.start()
             atexit.register(self.embedded.stop_now)
             url = self.embedded.url
+            for started in self.embedded_started:
+                started(self.embedded)
         # A blocking pool: with hundreds of requests in flight, a caller that finds every
         # connection busy waits for one (up to the connect timeout) instead of failing
         # with "Too many connections", which would read as an outage.
+        options: dict[str, Any] = {"socket_connect_timeout": self.config.connect_timeout, "health_check_interval": 30}
+        if self.config.url:
+            # A server of ours: REDIS_PARAMS' options (scrapy-redis's), REDIS_PASSWORD_FILE's password.
+            # (A password in the URL wins over both.)
+            if self.config.password:
+                options["password"] = self.config.password
+            options.update(self.config.connection_kwargs())
         pool = BlockingConnectionPool.from_url(
             url,
             max_connections=self.config.max_connections,
             timeout=self.config.connect_timeout,
             decode_responses=False,
             driver_info=driver_info(),
-            socket_connect_timeout=self.config.connect_timeout,
-            health_check_interval=30,
-            # (A password in the URL wins over this one.)
-            **({"password": self.config.password} if self.config.password and self.config.url else {}),
+            **options,
         )
         client = Redis.from_pool(pool)
         try:
@@ -190,6 +200,8 @@ def _provider_of(crawler: Crawler) -> RedisProvider:
         OutagePolicy.from_settings(crawler.settings),
     )
     crawler.signals.connect(provider.close, signal=signals.engine_stopped)
+    # A RedisSpider that names no Redis reads its start URLs from the embedded server, beside the frontier.
+    provider.embedded_started.append(lambda server: share_embedded(crawler.spider, str(server.socket_path)))
     return provider
 
 

@@ -72,6 +72,9 @@ class WebSpider(Spider):
     custom_settings = {
         # Every status reaches the callback and is recorded.
         "HTTPERROR_ALLOW_ALL": True,
+        # A broad crawl's URLs out of retries are counted (retry/max_reached) and dead-lettered, not
+        # errors: a crawl of millions of pages meets thousands of dead servers.
+        "RETRY_GIVE_UP_LOG_LEVEL": "INFO",
         # Broad crawls do not keep sessions.
         "COOKIES_ENABLED": False,
         # Redirects are recorded and followed as new URLs by the spider, through
@@ -128,7 +131,7 @@ class WebSpider(Spider):
         spider._emitted = BoundedSet(get_int(crawler.settings, "WEB_LINK_CACHE_SIZE", minimum=0))
         spider.max_redirects = get_int(crawler.settings, "REDIRECT_MAX_TIMES", minimum=0)
         spider.sitemaps = SitemapSettings.from_settings(crawler.settings)
-        set_feed_body(get_choice(crawler.settings, "FEED_PAGE_BODY", FeedBody))
+        set_feed_body(get_choice(crawler.settings, "WEB_FEED_PAGE_BODY", FeedBody))
         modules = get_dict(crawler.settings, "WEB_PAGE_MODULES")
         spider.modules = build_modules(crawler, [path for path, order in sorted(modules.items(), key=lambda kv: kv[1])
                                                  if order is not None])

@@ -11,8 +11,9 @@ import time
 from support.mockweb.site import MockWebServer, Reply
 from support.mockweb.web import WebSpec, host_index, host_ip
 
-_REASONS = {200: "OK", 301: "Moved Permanently", 304: "Not Modified", 404: "Not Found",
-            429: "Too Many Requests", 503: "Service Unavailable"}
+_REASONS = {200: "OK", 301: "Moved Permanently", 302: "Found", 303: "See Other", 304: "Not Modified",
+            307: "Temporary Redirect", 308: "Permanent Redirect", 404: "Not Found", 429: "Too Many Requests",
+            500: "Internal Server Error", 503: "Service Unavailable"}
 
 #: A parsed request: method, target, time it was read, headers.
 Incoming = tuple[str, str, float, dict[str, str]]

@@ -38,7 +38,12 @@ class Reply:
 SPECIAL_PATHS = (
     "/throttle-seconds", "/throttle-date", "/flaky", "/slow", "/huge.html", "/bomb", "/truncated",
     "/loop-a", "/chain-7", "/private-links", "/server-error", "/unavailable", "/big.html", "/large.html",
+    "/found", "/see-other", "/temporary", "/permanent",
 )
+
+#: Redirects of each kind: path -> (status, where to).
+REDIRECTS = {"/found": (302, "/p/2"), "/see-other": (303, "/p/3"), "/temporary": (307, "/p/4"),
+             "/permanent": (308, "/p/5")}
 
 
 class Scenario:
@@ -216,7 +221,7 @@ class MockWebServer:
             reply = self.respond_js(host, path)
             if reply is not None:
                 return reply
-        if path in self.scenario.specials.get(host, ()) or path.startswith(("/loop-", "/chain-")):
+        if path in self.scenario.specials.get(host, ()) or path.startswith(("/loop-", "/chain-")) or path in REDIRECTS:
             return self.respond_special(host, path)
         page = parse_page_path(path)
         if 0 <= page < self.spec.pages(host):
@@ -477,6 +482,9 @@ class MockWebServer:
             return Reply(200, "text/html", bomb, "Content-Encoding: gzip\r\n")
         if path == "/truncated":
             return Reply(200, "text/html", html * 40, mode="truncate")
+        if path in REDIRECTS:
+            status, target = REDIRECTS[path]
+            return Reply(status, "text/html", b"<html><body>elsewhere</body></html>", f"Location: {target}\r\n")
         if path.startswith("/loop-"):
             other = "/loop-b" if path == "/loop-a" else "/loop-a"
             return Reply(301, "text/html", b"", f"Location: {other}\r\n")

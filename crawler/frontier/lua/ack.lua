@@ -11,8 +11,9 @@
 -- the fetch, its longest-waiting host is ready next, and this one queues
 -- behind the others); ARGV[10]: priority levels; ARGV[11]: URL records per
 -- bucket (linear hashing); ARGV[12]: requests in flight per host at most (k,
--- FRONTIER_CONCURRENCY_PER_KEY; k > 1: the politeness delay spaces the
--- host's starts, see slots_get in common.lua)
+-- FRONTIER_CONCURRENCY_PER_KEY; k > 1: each of the host's slots keeps its own
+-- politeness clock, see slots_parse in common.lua); ARGV[13]: 1 if some keys
+-- have a k of their own (DOWNLOAD_SLOTS, P..K.slot_limit)
 -- then 9 values per lease: member, next_allowed_ms (0: the request never
 --   reached the host, which may be contacted again at once), completed_ms,
 --   action (0 done, 1 requeue, 2 dead letter), not_before_ms, blob ('' = keep
@@ -56,6 +57,7 @@ local function opened()
   return records
 end
 local per_key = tonumber(ARGV[12])
+local k_of = slot_limits(P, per_key, ARGV[13] == '1')
 local leases = KEYS[1]
 local leased = P .. K.leased
 local throttles = P .. K.host_throttle
@@ -103,15 +105,19 @@ local function complete(i, leaseno, id, level, host, floor, throttled)
   elseif floor then
     at = math.max(at, completed + tonumber(floor))
   end
-  local n, gap, start
-  if per_key > 1 then
-    -- The delay after this answer spaces the host's starts: the next one
-    -- comes that long after the last one (not after this answer).
-    n, gap, start = slots_get(P, host)
+  local group = grouped and group_of(P, host) or host
+  local k = k_of(group)
+  local slot_at = at  -- k > 1: when this answer's slot is free again (its own clock)
+  local n, spacing, start, hold, frees
+  if k > 1 then
+    n, spacing, start, hold, frees = slots_get(P, host)
     n = n - 1
-    if contacted then
-      gap = at - completed
-      at = (start or completed) + gap
+    if floor and tonumber(floor) > (spacing or 0) then
+      spacing = tonumber(floor)  -- Crawl-delay spaces the host's starts, whatever k
+    end
+    if grouped and contacted then
+      -- The group's starts: spaced by this answer's delay shared among its k slots.
+      at = (start or completed) + math.floor((at - completed) / k)
     end
   end
   local polite_at = at  -- the group's next allowed time (not this host's backoff)
@@ -206,19 +212,25 @@ local function complete(i, leaseno, id, level, host, floor, throttled)
     end
   end
   local waiter = false
-  local group = host
   if grouped then
-    group, waiter = free_group(P, host, polite_at, per_key)
+    local _
+    _, waiter = free_group(P, host, polite_at, k, group)
   end
-  if per_key > 1 then
-    -- The host may be in the heap (below k) or asleep (a sibling's backoff):
-    -- its time only moves later, and it is placed again below.
-    local placed = redis.call('ZSCORE', P .. K.ready, host) or redis.call('ZSCORE', P .. K.sleeping, host)
-    if placed then
-      at = math.max(at, tonumber(placed))
-      redis.call('ZREM', P .. K.ready, host)
-      redis.call('ZREM', P .. K.sleeping, host)
+  if k > 1 then
+    -- This answer's slot cools until slot_at; a backoff beyond it (429, 503,
+    -- parking, Retry-After) holds the whole host. The host may be in the heap
+    -- (below k) or asleep (a sibling's backoff): it is placed again below, at
+    -- its next start.
+    if at > slot_at then
+      hold = math.max(hold, at)
     end
+    if contacted then
+      frees[#frees + 1] = slot_at
+    end
+    hold, frees = slots_prune(now, hold, frees)
+    at = math.max(slots_next(now, k, n, spacing, start, hold, frees) or at, now)
+    redis.call('ZREM', P .. K.ready, host)
+    redis.call('ZREM', P .. K.sleeping, host)
     if grouped then
       redis.call('ZREM', P .. K.group_wait .. group, host)  -- placed below, ready or asleep
     end
@@ -227,17 +239,25 @@ local function complete(i, leaseno, id, level, host, floor, throttled)
     redis.call('SREM', P .. K.active, host)
     push1(unparked, host)
     redis.call('ZADD', P .. K.cool, fmt(at), host)
-    if per_key > 1 then
-      slots_set(P, host, n, n > 0 and gap or nil, start)
+    if k > 1 then
+      if n > 0 then
+        slots_set(P, host, n, spacing, start, hold, frees)
+      else
+        slots_drop(P, host)
+      end
     end
   elseif at - completed > horizon then
     redis.call('ZADD', P .. K.sleeping, fmt(at), host)
-    if per_key > 1 then
-      slots_set(P, host, n, n > 0 and gap or nil, start)
+    if k > 1 then
+      if n > 0 then
+        slots_set(P, host, n, spacing, start, hold, frees)
+      else
+        slots_drop(P, host)
+      end
     end
-  elseif per_key > 1 then
+  elseif k > 1 then
     redis.call('ZADD', P .. K.ready, fmt(at), host)
-    slots_set(P, host, n, gap, start)
+    slots_set(P, host, n, spacing, start, hold, frees)
   elseif waiter then
     -- Its group's other hosts go first: this one queues behind them.
     redis.call('ZADD', P .. K.group_wait .. group, fmt(completed), host)
@@ -246,7 +266,7 @@ local function complete(i, leaseno, id, level, host, floor, throttled)
   end
 end
 
-for start = 13, #ARGV, 9 * PER do
+for start = 14, #ARGV, 9 * PER do
   local last = math.min(#ARGV, start + 9 * PER - 1)
   -- Which of these leases are still held (ZMSCORE), then their hosts' floors and throttles.
   local members = {'ZMSCORE', leases}

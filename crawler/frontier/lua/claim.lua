@@ -7,9 +7,10 @@
 --       decision must exist before its pages are handed out), grouped (1:
 --       politeness groups, see common.lua), URL records per bucket (linear
 --       hashing), requests in flight per host at most (k,
---       FRONTIER_CONCURRENCY_PER_KEY; k > 1: see slots_get in common.lua), the
---       gap between two starts of a host before its first answer (ms), then
---       the front-queue weights, highest priority first.
+--       FRONTIER_CONCURRENCY_PER_KEY; k > 1: see slots_parse in common.lua), the
+--       minimum delay (ms; a host with k > 1 spaces its starts by it / k before
+--       its first answer), 1 if some keys have a k of their own (DOWNLOAD_SLOTS,
+--       P..K.slot_limit), then the front-queue weights, highest priority first.
 -- A queue entry is a stored request, or "@<URL key>": a revisit, whose
 -- request is built from the URL's record; it is handed out as "#" followed
 -- by the record (a revisit whose record is gone counts as missing).
@@ -27,10 +28,11 @@ local robots_first = ARGV[9] == '1'
 local grouped = ARGV[10] == '1'
 local records  -- the URL records' state, read at the first revisit (most calls have none)
 local per_key = tonumber(ARGV[12])
-local first_gap = tonumber(ARGV[13])
+local min_delay = tonumber(ARGV[13])
+local k_of = slot_limits(P, per_key, ARGV[14] == '1')
 local weights = {}
 local total_weight = 0
-for i = 14, #ARGV do
+for i = 15, #ARGV do
   weights[#weights + 1] = tonumber(ARGV[i])
   total_weight = total_weight + tonumber(ARGV[i])
 end
@@ -49,7 +51,7 @@ for _, member in ipairs(expired) do
   redis.call('ZREM', leases, member)
   local leaseno, level, id, host = parse_member(member)
   if leaseno then
-    requeue(P, leaseno, id, host, level, now, grouped, per_key)
+    requeue(P, leaseno, id, host, level, now, grouped, k_of)
   end
 end
 
@@ -198,14 +200,15 @@ if max_claim > 0 then
     local eligible, taken_group = {}, {}
     for index, host in ipairs(hosts) do
       local group = groups[index]
+      local k = k_of(group)
       -- (k = 1: the busy value is the host in flight; k > 1: the group's requests in flight.)
-      local full = busy[index] and (per_key == 1 or tonumber(busy[index]) >= per_key)
-      if full or (taken_group[group] and per_key == 1) then
+      local full = busy[index] and (k == 1 or tonumber(busy[index]) >= k)
+      if full or (taken_group[group] and k == 1) then
         redis.call('ZREM', ready, host)
         redis.call('ZADD', P .. K.group_wait .. group, now, host)
       elseif taken_group[group] then
-        -- k > 1: one start per group per call; the next one a gap later.
-        redis.call('ZADD', ready, fmt(now + first_gap), host)
+        -- k > 1: one start per group per call; the next one a spacing later.
+        redis.call('ZADD', ready, fmt(now + math.floor(min_delay / k)), host)
       elseif next_of[index] and tonumber(next_of[index]) > now then
         redis.call('ZADD', ready, next_of[index], host)
       else
@@ -231,19 +234,22 @@ if max_claim > 0 then
     end
     -- k > 1: a host at k requests in flight (or with any in flight while its
     -- robots.txt is due) leaves the heap until an ack; one below k stays in
-    -- it, its next start a gap away (written after the removals below).
+    -- it, at its next start (written after the removals below).
     local in_flight, stays = {}, {}
-    if per_key > 1 then
+    local limited = per_key > 1 or ARGV[14] == '1'
+    if limited then
       in_flight = redis.call('HMGET', P .. K.slots, unpack(hosts))
     end
     for index, host in ipairs(hosts) do
       push1(unready, host)
       local entry, level, blob
-      local n, gap = 0, nil
-      if per_key > 1 then
-        n, gap = slots_parse(in_flight[index])
+      local k = limited and k_of(group_of_host[host] or host) or 1
+      local n, spacing, start, hold, frees = 0, nil, nil, 0, {}
+      if k > 1 then
+        n, spacing, start, hold, frees = slots_parse(in_flight[index])
+        hold, frees = slots_prune(now, hold, frees)
       end
-      local full = n >= per_key or (n > 0 and robots_due[index])
+      local full = n >= k or (n > 0 and robots_due[index])
       while not full do
         if robots_due[index] then
           entry, level = back_peek(P, host, levels)
@@ -275,18 +281,21 @@ if max_claim > 0 then
       if full then
         -- (no lease: an ack of this host's requests puts it back)
       elseif blob then
-        if per_key > 1 then
-          gap = gap or first_gap
-          if not robots_due[index] and n + 1 < per_key then
-            stays[#stays + 1] = fmt(now + gap)
+        if k > 1 then
+          spacing = spacing or math.floor(min_delay / k)
+          if n + #frees >= k and #frees > 0 then
+            table.remove(frees, 1)  -- (no slot free now: the one that cooled first)
+          end
+          if not robots_due[index] and n + 1 < k then
+            stays[#stays + 1] = fmt(slots_next(now, k, n + 1, spacing, now, hold, frees))
             stays[#stays + 1] = host
           end
-          slots_set(P, host, n + 1, gap, now)
+          slots_set(P, host, n + 1, spacing, now, hold, frees)
         end
-        if grouped and per_key > 1 then
+        if grouped and k > 1 then
           local group = group_of_host[host]
           redis.call('HINCRBY', P .. K.group_busy, group, 1)
-          redis.call('HSET', P .. K.group_next, group, fmt(now + (gap or first_gap)))
+          redis.call('HSET', P .. K.group_next, group, fmt(now + spacing))
         elseif grouped then
           redis.call('HSET', P .. K.group_busy, group_of_host[host], host)
         end
@@ -304,13 +313,13 @@ if max_claim > 0 then
       else
         -- The back queue ran dry (only missing revisits): the host leaves.
         redis.call('SREM', active, host)
-        if per_key > 1 and n == 0 then
-          redis.call('HDEL', P .. K.slots, host)
+        if k > 1 and n == 0 then
+          slots_drop(P, host)
         end
-        if grouped and per_key == 1 then
+        if grouped and k == 1 then
           -- (k > 1: the group's count never took this host; hosts wait only for a full group,
           -- whose acks let them go)
-          free_group(P, host, now, per_key)
+          free_group(P, host, now, k, group_of_host[host])
         end
       end
     end

@@ -171,8 +171,8 @@ end
 -- The group's request ended: the group may be contacted again at `at`, and
 -- the host that waited longest for it is ready then (it goes first).
 -- Returns the group and whether a waiting host was made ready.
-local function free_group(P, host, at, per_key)
-  local group = group_of(P, host)
+local function free_group(P, host, at, per_key, group)
+  group = group or group_of(P, host)
   if per_key > 1 then
     -- k > 1: P..'gbusy' counts the group's requests in flight.
     if redis.call('HINCRBY', P .. K.group_busy, group, -1) <= 0 then
@@ -192,42 +192,108 @@ local function free_group(P, host, at, per_key)
   return group, #waiting > 0
 end
 
--- Several requests in flight per host (FRONTIER_CONCURRENCY_PER_KEY k > 1;
--- with k = 1 none of this runs and a host in flight is simply out of the
--- ready heap). P..K.slots holds "<in flight> <gap ms> <last start ms>" of a
--- host with a lease, or ready with its gap remembered: a host stays in the
--- ready heap while fewer than k of its requests are in flight, its starts
--- spaced by the gap (the politeness delay of its last answer), as Scrapy's
--- download slots space theirs; it leaves the heap at k and comes back at an
--- ack. The field goes when the host has nothing in flight and leaves the
--- ready heap (asleep, dry), so it is bounded by the awake hosts.
+-- Requests in flight per politeness key at most (k): FRONTIER_CONCURRENCY_PER_KEY, or
+-- a DOWNLOAD_SLOTS entry's concurrency, kept per key in P..K.slot_limit and read
+-- once per script run when the crawl has any (`limited`). Returns the function
+-- giving a key's k.
+local function slot_limits(P, per_key, limited)
+  if not limited then
+    return function(_) return per_key end
+  end
+  local limits = {}
+  local flat = redis.call('HGETALL', P .. K.slot_limit)
+  for i = 1, #flat, 2 do
+    limits[flat[i]] = tonumber(flat[i + 1])
+  end
+  return function(key) return limits[key] or per_key end
+end
+
+-- Several requests in flight per host (k > 1; with k = 1 none of this runs and
+-- a host in flight is simply out of the ready heap). The k slots share the
+-- host's politeness budget: each slot keeps its own clock, free again the
+-- politeness delay of its own answer after that answer, so the host gets at
+-- most k times the load one slot gives it, and up to k requests overlap when
+-- the answers take longer than the starts' spacing. P..K.slots holds
+-- "<in flight> <spacing ms> <last start ms> <hold ms> <free ms>..." of a host
+-- with requests in flight or slots cooling: its starts are spaced by at least
+-- <spacing> (the minimum delay / k before its first answer, then its
+-- Crawl-delay floor if higher); <hold> is a backoff of the whole host (429,
+-- 503, parking, Retry-After: an answer never brings the host's time earlier
+-- than a sibling's backoff set it); each <free> is the time a slot that
+-- answered is free again. A host is in the ready heap while fewer than k are
+-- in flight, at the time its next start may come; at k it leaves the heap
+-- until an ack. The field goes when the host has nothing in flight and leaves
+-- the ready heap (asleep, dry), so it is bounded by the awake hosts. (A field
+-- of three numbers, an older layout's, reads as no hold and no slot cooling.)
 local function slots_parse(raw)
   if not raw then
-    return 0, nil, nil
+    return 0, nil, nil, 0, {}
   end
-  local n, gap, start = string.match(raw, '^(%d+) (%d+) (%d+)$')
-  return tonumber(n), tonumber(gap), tonumber(start)
+  local values, i = {}, 0
+  for digits in string.gmatch(raw, '%d+') do
+    i = i + 1
+    values[i] = tonumber(digits)
+  end
+  local frees = {}
+  for j = 5, i do
+    frees[#frees + 1] = values[j]
+  end
+  return values[1] or 0, values[2], values[3], values[4] or 0, frees
 end
 
 local function slots_get(P, host)
   return slots_parse(redis.call('HGET', P .. K.slots, host))
 end
 
-local function slots_set(P, host, n, gap, start)
-  if n <= 0 and not gap then
-    redis.call('HDEL', P .. K.slots, host)
-  else
-    redis.call('HSET', P .. K.slots, host, string.format('%s %s %s', fmt(math.max(n, 0)), fmt(gap or 0),
-                                                          fmt(start or 0)))
+-- The slots still cooling at `now` (sorted), and the hold if it is still ahead.
+local function slots_prune(now, hold, frees)
+  local kept = {}
+  for _, at in ipairs(frees) do
+    if at > now then
+      kept[#kept + 1] = at
+    end
   end
+  table.sort(kept)
+  return (hold > now) and hold or 0, kept
+end
+
+-- When the host may start its next request (nil: k in flight, it waits for an ack).
+local function slots_next(now, k, n, spacing, start, hold, frees)
+  if n >= k then
+    return nil
+  end
+  local at = now
+  if n + #frees >= k then
+    at = frees[#frees - (k - n) + 1]  -- every idle slot cools: the first to be free
+  end
+  if start and spacing and start + spacing > at then
+    at = start + spacing
+  end
+  if hold > at then
+    at = hold
+  end
+  return at
+end
+
+local function slots_set(P, host, n, spacing, start, hold, frees)
+  local text = fmt(math.max(n, 0)) .. ' ' .. fmt(spacing or 0) .. ' ' .. fmt(start or 0) .. ' ' .. fmt(hold)
+  for _, at in ipairs(frees) do
+    text = text .. ' ' .. fmt(at)
+  end
+  redis.call('HSET', P .. K.slots, host, text)
+end
+
+local function slots_drop(P, host)
+  redis.call('HDEL', P .. K.slots, host)
 end
 
 -- Give a lease's entry back (an expired or released lease): it leaves the
 -- leased hash for the head of its level in its host's back queue (a
 -- robots.txt lease has none: its request never left the queue), and the host
--- is ready at `at` (it kept its back queue while in flight; with k > 1 a
--- host asleep stays asleep, its other requests' acks decide).
-local function requeue(P, leaseno, id, host, level, at, grouped, per_key)
+-- is ready at `at` (it kept its back queue while in flight; with k > 1 its
+-- slot is free at once, and a host asleep stays asleep, its other requests'
+-- acks decide).
+local function requeue(P, leaseno, id, host, level, at, grouped, k_of)
   local entry = nil
   if id ~= ROBOTS_ID then
     entry = redis.call('HGET', P .. K.leased, leaseno)
@@ -238,17 +304,28 @@ local function requeue(P, leaseno, id, host, level, at, grouped, per_key)
     redis.call('INCR', P .. K.queued)
   end
   redis.call('SADD', P .. K.active, host)
-  if per_key > 1 then
-    local n, gap, start = slots_get(P, host)
+  local group = grouped and group_of(P, host) or host
+  local k = k_of(group)
+  at = tonumber(at)
+  if k > 1 then
+    local n, spacing, start, hold, frees = slots_get(P, host)
+    n = n - 1
+    hold, frees = slots_prune(at, hold, frees)
     if redis.call('ZSCORE', P .. K.sleeping, host) then
-      slots_set(P, host, n - 1, n > 1 and gap or nil, start)
+      if n > 0 then
+        slots_set(P, host, n, spacing, start, hold, frees)
+      else
+        slots_drop(P, host)
+      end
       return
     end
-    slots_set(P, host, n - 1, gap, start)
+    slots_set(P, host, n, spacing, start, hold, frees)
+    redis.call('ZADD', P .. K.ready, fmt(slots_next(at, k, n, spacing, start, hold, frees)), host)
+  else
+    redis.call('ZADD', P .. K.ready, 'NX', at, host)
   end
-  redis.call('ZADD', P .. K.ready, 'NX', at, host)
   if grouped then
-    free_group(P, host, tonumber(at), per_key)
+    free_group(P, host, at, k, group)
   end
 end
 
