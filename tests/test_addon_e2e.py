@@ -198,16 +198,18 @@ def crawler_wheel(crawler_source: Path, tmp_path_factory: pytest.TempPathFactory
 
 @pytest.fixture(scope="module")
 def team_venv(tmp_path_factory: pytest.TempPathFactory, crawler_wheel: Path) -> Path:
-    """A fresh venv outside the repository with the crawler's wheel pip-installed, and scrapy-redis."""
+    """A fresh venv outside the repository with the crawler's wheel pip-installed, scrapy-redis and Spidermon."""
     venv = tmp_path_factory.mktemp("team") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    scrapy_redis = next(line.strip() for line in (ROOT / "requirements-dev.txt").read_text().splitlines()
-                        if line.startswith("scrapy-redis=="))
+    # scrapy-redis and Spidermon, as a team has them beside Scrapy, at the versions requirements-dev.txt pins.
+    extras = [line.strip() for line in (ROOT / "requirements-dev.txt").read_text().splitlines()
+              if line.startswith(("scrapy-redis==", "spidermon=="))]
+    assert len(extras) == 2
     # The Scrapy release this suite runs on (`make compat` runs it on each supported one).
     import scrapy
 
     install = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "-q", str(crawler_wheel), scrapy_redis, f"scrapy=={scrapy.__version__}"],
+        [str(venv / "bin" / "pip"), "install", "-q", str(crawler_wheel), *extras, f"scrapy=={scrapy.__version__}"],
         capture_output=True, text=True, timeout=900, check=False,
     )
     assert install.returncode == 0, install.stderr[-3000:]
@@ -726,3 +728,62 @@ def test_a_redisspider_without_redis_url_reads_the_embedded_redis_and_a_rediscra
     assert {entry.host for entry in entries} == {host_ip(4)}
     assert entries[0].path == "/robots.txt"
     assert sorted(parse_page_path(e.path) for e in entries if e.path != "/robots.txt") == sorted(within_depth(4, 2))
+
+
+MONITORS = '''
+import json
+import os
+
+from spidermon import MonitorSuite
+from spidermon.contrib.scrapy.monitors import (
+    ErrorCountMonitor, FinishReasonMonitor, ItemCountMonitor, RetryCountMonitor,
+)
+from spidermon.core.actions import Action
+
+
+class RecordResults(Action):
+    """Each monitor's result, to the file MONITOR_RESULTS names."""
+
+    def run_action(self):
+        results = {result.monitor.monitor_name: result.status for result in self.result.monitor_results}
+        with open(os.environ["MONITOR_RESULTS"], "w") as handle:
+            json.dump(results, handle)
+
+
+class CloseMonitors(MonitorSuite):
+    monitors = [FinishReasonMonitor, ItemCountMonitor, ErrorCountMonitor, RetryCountMonitor]
+    monitors_finished_actions = [RecordResults]
+'''
+
+
+def test_spidermons_built_in_monitors_judge_the_crawl_as_they_judge_plain_scrapys(
+    team_project: Path, team_venv: Path, mockweb_factory: Any, tmp_path: Path
+) -> None:
+    """Spidermon's finish-reason, item-count, error-count and retries-at-maximum monitors, on the same crawl
+    (a 503 the spider allows and a body that breaks off, each out of retries), with the add-on and with
+    plain Scrapy (no add-on): the same verdict, monitor by monitor (two pass, two fail), read from the
+    stats keys Scrapy writes."""
+    (team_project / "teamproj" / "monitors.py").write_text(MONITORS)
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(json.dumps({"specials": {"4": ["/unavailable", "/truncated"]}}))
+    web = mockweb_factory(WebSpec(hosts=5, sizes="uniform:3", fanout=1, nav=0, cross=0, scenario=str(scenario)))
+    monitor = ["-s", "SPIDERMON_ENABLED=True", "-s", 'EXTENSIONS={"spidermon.contrib.scrapy.extensions.Spidermon": 500}',
+               "-s", "SPIDERMON_SPIDER_CLOSE_MONITORS=teamproj.monitors.CloseMonitors",
+               "-s", "SPIDERMON_MIN_ITEMS=2", "-s", "SPIDERMON_MAX_ERRORS=0", "-s", "SPIDERMON_MAX_RETRIES=1",
+               "-s", "SPIDERMON_EXPECTED_FINISH_REASONS=finished"]
+    crawl = ["crawl", "retry", "-a", f"answer={web.url(4)}unavailable", "-a", f"broken={web.url(4)}truncated"]
+    verdicts = {}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "REDIS_URL", "SCRAPY_SETTINGS_MODULE")}
+    env["PATH"] = f"{team_venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    for name, extra in (("addon", ["-s", f"FRONTIER_CRAWL_ID=monitored{uuid.uuid4().hex[:8]}"]),
+                        ("plain", ["-s", "ADDONS={}"])):
+        results = tmp_path / f"monitors-{name}.json"
+        result = subprocess.run([str(team_venv / "bin" / "scrapy"), *crawl, *monitor, *extra], cwd=team_project,
+                                env={**env, "MONITOR_RESULTS": str(results)}, capture_output=True, text=True,
+                                timeout=240, check=False)
+        assert result.returncode == 0, result.stderr[-4000:]
+        if name == "plain":
+            assert "crawler.frontier" not in result.stderr, "plain Scrapy: no add-on"
+        verdicts[name] = json.loads(results.read_text())
+    assert verdicts["addon"] == verdicts["plain"], verdicts
+    assert sorted(verdicts["addon"].values()) == ["FAIL", "FAIL", "OK", "OK"], verdicts
