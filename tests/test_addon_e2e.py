@@ -787,3 +787,82 @@ def test_spidermons_built_in_monitors_judge_the_crawl_as_they_judge_plain_scrapy
         verdicts[name] = json.loads(results.read_text())
     assert verdicts["addon"] == verdicts["plain"], verdicts
     assert sorted(verdicts["addon"].values()) == ["FAIL", "FAIL", "OK", "OK"], verdicts
+
+
+def test_download_slots_are_kept_in_the_frontier_and_every_worker_applies_them(
+    team_project: Path, team_venv: Path, mockweb_factory: Any
+) -> None:
+    """DOWNLOAD_SLOTS = {host 0: concurrency 3, delay 0} given to one worker only: a second worker of the
+    crawl, started without it, reads it from the frontier and crawls host 0 with up to 3 requests in
+    flight; host 1, without an entry, keeps one at a time and the project's DOWNLOAD_DELAY."""
+    web = mockweb_factory(WebSpec(hosts=5, sizes="uniform:40", fanout=3, nav=1, cross=1, filler_words=50, seed=3,
+                                  latency_ms=(100, 150)))
+    crawl_id = f"dslots{uuid.uuid4().hex[:8]}"
+    slots = json.dumps({host_ip(0): {"concurrency": 3, "delay": 0}})
+    # (The first worker crawls from a far page, so the second finds pages it has not seen.)
+    first = scrapy(team_venv, team_project, "crawl", "team", "-a", f"start={web.url(0, 39)}",
+                   "-a", f"domain={host_ip(0)}", "-a", f"crawl_id={crawl_id}", "-s", f"DOWNLOAD_SLOTS={slots}",
+                   "-s", "DEPTH_LIMIT=1")
+    assert first.returncode == 0, first.stderr[-4000:]
+    before = len(web.entries())
+    second = scrapy(team_venv, team_project, "crawl", "team", "-a", f"start={web.url(0)}",
+                    "-a", f"domain={host_ip(0)}", "-a", f"crawl_id={crawl_id}", "-s", "DEPTH_LIMIT=3")
+    assert second.returncode == 0, second.stderr[-4000:]
+    assert f"politeness keys with settings of their own (DOWNLOAD_SLOTS): {host_ip(0)}" in second.stderr
+    entries = web.entries()[before:]
+    assert len([entry for entry in entries if entry.path != "/robots.txt"]) >= 6, "deeper pages for the second"
+    assert 2 <= most_in_flight(entries) <= 3
+    # Host 1, no entry of its own: one at a time, the project's delay between two.
+    before = len(web.entries())
+    other = scrapy(team_venv, team_project, "crawl", "team", "-a", f"start={web.url(1)}", "-a", f"domain={host_ip(1)}",
+                   "-a", f"crawl_id={crawl_id}")
+    assert other.returncode == 0, other.stderr[-4000:]
+    entries = web.entries()[before:]
+    assert {entry.host for entry in entries} == {host_ip(1)}
+    assert sorted(parse_page_path(e.path) for e in entries if e.path != "/robots.txt") == sorted(within_depth(1, 2))
+    report = politeness(entries, min_gap=MIN_GAP)
+    assert report.overlaps == 0 and report.short_gaps == 0, report
+
+
+def test_scheduler_idle_before_close_keeps_a_drained_worker_for_urls_added_meanwhile(
+    team_project: Path, team_venv: Path, mockweb_factory: Any
+) -> None:
+    """scrapy-redis's SCHEDULER_IDLE_BEFORE_CLOSE: the worker, its frontier drained, stays open that long;
+    a URL seeded meanwhile (scrapy frontier seed) is crawled by it before it closes."""
+    import threading
+
+    web = mockweb_factory(SPEC)
+    crawl_id = f"idle{uuid.uuid4().hex[:8]}"
+    later = max(SPEC.pages(2) - 1, *within_depth(2, 1))
+    assert later not in within_depth(2, 1)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "REDIS_URL", "SCRAPY_SETTINGS_MODULE")}
+    env["PATH"] = f"{team_venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    crawl = subprocess.Popen([str(team_venv / "bin" / "scrapy"), "crawl", "team", "-a", f"start={web.url(2)}",
+                              "-a", f"domain={host_ip(2)}", "-a", f"crawl_id={crawl_id}", "-s", "DEPTH_LIMIT=1",
+                              "-s", "SCHEDULER_IDLE_BEFORE_CLOSE=20"],
+                             cwd=team_project, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    lines: list[str] = []
+    drained = threading.Event()
+
+    def read() -> None:
+        assert crawl.stderr is not None
+        for line in crawl.stderr:
+            lines.append(line)
+            if "drained; waiting up to 20 s for new URLs" in line:
+                drained.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert drained.wait(timeout=180), "".join(lines)[-4000:]
+        seeded = scrapy(team_venv, team_project, "frontier", "seed", web.url(2, later), "--crawl-id", crawl_id)
+        assert seeded.returncode == 0, seeded.stderr[-3000:]
+        crawl.wait(timeout=180)
+    finally:
+        if crawl.poll() is None:
+            crawl.kill()
+    reader.join(timeout=10)
+    assert crawl.returncode == 0, "".join(lines)[-4000:]
+    assert "Scrapy setting: SCHEDULER_IDLE_BEFORE_CLOSE = '20' read as FRONTIER_IDLE_BEFORE_CLOSE = 20.0" in "".join(lines)
+    fetched = [parse_page_path(entry.path) for entry in web.entries() if entry.path != "/robots.txt"]
+    assert later in fetched, "the URL seeded while the worker waited was crawled by it"

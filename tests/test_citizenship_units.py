@@ -458,3 +458,41 @@ def test_a_token_outside_rfc_9309_is_warned_about_at_start(
         assert not lines
     else:
         assert len(lines) == 1 and "'MJ12bot'" in lines[0] and f"would read '{warned}'" in lines[0]
+
+
+def test_scrapys_dns_settings_are_read_by_the_crawlers_resolver() -> None:
+    """DNSCACHE_SIZE bounds the names kept, DNSCACHE_ENABLED = False keeps none, and a lookup longer than
+    DNS_TIMEOUT fails as a name that does not resolve (counted, and cached as a failure)."""
+    from scrapy.settings import Settings
+
+    from crawler.downloader.dns import resolver_from_settings
+
+    stats = MemoryStatsCollector(get_crawler())
+    calls: list[str] = []
+
+    async def lookup(host: str, port: int, family: socket.AddressFamily) -> list:  # type: ignore[type-arg]
+        calls.append(host)
+        if host == "slow.test":
+            await asyncio.sleep(5)
+        return [_result("93.184.216.34")]
+
+    def resolver(**given: object) -> CachingGuardedResolver:
+        built = resolver_from_settings(Settings(given), stats)
+        built._lookup = lookup
+        return built
+
+    assert resolver(DNSCACHE_SIZE=7).config.max_size == 7
+    uncached = resolver(DNSCACHE_ENABLED=False)
+    timed = resolver(DNS_TIMEOUT=0.05)
+
+    async def main() -> None:
+        for _ in range(2):
+            await uncached.resolve("a.test", 80)
+        assert calls == ["a.test", "a.test"], "nothing cached"
+        for _ in range(2):
+            with pytest.raises(socket.gaierror, match="DNS_TIMEOUT"):
+                await timed.resolve("slow.test", 80)
+        assert calls.count("slow.test") == 1  # the failure is cached (DNS_NEGATIVE_TTL)
+
+    asyncio.run(main())
+    assert stats.get_value("dns/timeouts") == 1
