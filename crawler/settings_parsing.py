@@ -13,6 +13,8 @@ for every name the code reads.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from enum import Enum
 from typing import Any, TypeVar
 
@@ -63,6 +65,23 @@ def get_dict(settings: BaseSettings, name: str) -> dict[str, Any]:
         return dict(settings.getdict(name))
     except (TypeError, ValueError):
         raise ConfigurationError(name, f"expected a dict (or a JSON object), got {settings.get(name)!r}") from None
+
+
+def dict_value(value: object, name: str) -> Mapping[str, Any] | None:
+    """A dict setting's value as a mapping (a dict, Scrapy's BaseSettings, or a JSON object in a string,
+    as ``-s NAME='{...}'`` gives it); None when unset; a clear error naming the setting otherwise."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ConfigurationError(name, f"expected a dict (or a JSON object), got {value!r}") from None
+    if hasattr(value, "copy_to_dict"):  # Scrapy's BaseSettings
+        value = value.copy_to_dict()
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(name, f"expected a dict (or a JSON object), got {value!r}")
+    return value
 
 
 def _check_range(name: str, value: float, minimum: float | None, maximum: float | None) -> None:

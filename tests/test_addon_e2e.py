@@ -19,6 +19,8 @@ import subprocess
 import sys
 import uuid
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -232,6 +234,39 @@ def scrapy(venv: Path, project: Path, *args: str, timeout: float = 180) -> subpr
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     return subprocess.run([str(venv / "bin" / "scrapy"), *args], cwd=project, env=env, capture_output=True,
                           text=True, timeout=timeout, check=False)
+
+
+@contextmanager
+def scrapy_running(venv: Path, project: Path, *args: str, until: str,
+                   timeout: float = 180) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
+    """``scrapy *args`` in the background, its log lines collected as they come: yields once one of them
+    contains ``until``; then waits for it to end (killed if it outlives ``timeout``)."""
+    import threading
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "REDIS_URL", "SCRAPY_SETTINGS_MODULE")}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    process = subprocess.Popen([str(venv / "bin" / "scrapy"), *args], cwd=project, env=env,
+                               stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    lines: list[str] = []
+    seen = threading.Event()
+
+    def read() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.append(line)
+            if until in line:
+                seen.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert seen.wait(timeout=timeout), "".join(lines)[-4000:]
+        yield process, lines
+        process.wait(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        reader.join(timeout=10)
 
 
 def within_depth(host: int, limit: int) -> set[int]:
@@ -676,40 +711,17 @@ def test_a_redisspider_without_redis_url_reads_the_embedded_redis_and_a_rediscra
     """No REDIS_URL: the frontier starts its embedded Redis, and the RedisSpider reads its start URLs
     there (not from localhost:6379): one server, whose socket the log names; a URL pushed to it is
     crawled. A RedisCrawlSpider (start URLs from Redis, rules for the rest) runs on the frontier too."""
-    import threading
-
     import redis
 
     web = mockweb_factory(SPEC)
     key = f"embedded{uuid.uuid4().hex[:8]}:start_urls"
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "REDIS_URL", "SCRAPY_SETTINGS_MODULE")}
-    env["PATH"] = f"{team_venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    crawl = subprocess.Popen([str(team_venv / "bin" / "scrapy"), "crawl", "queue", "-a", f"domain={host_ip(3)}",
-                              "-a", f"key={key}", "-s", "REDIS_URL=", "-s", "MAX_IDLE_TIME_BEFORE_CLOSE=20",
-                              "-s", f"FRONTIER_CRAWL_ID=embedded{uuid.uuid4().hex[:8]}"],
-                             cwd=team_project, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-    lines: list[str] = []
-    named = threading.Event()
-
-    def read() -> None:
-        assert crawl.stderr is not None
-        for line in crawl.stderr:
-            lines.append(line)
-            if "from the crawl's embedded Redis" in line:
-                named.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    try:
-        assert named.wait(timeout=120), "".join(lines)[-4000:]
-        line = next(line for line in lines if "from the crawl's embedded Redis" in line)
+    marker = "from the crawl's embedded Redis"
+    with scrapy_running(team_venv, team_project, "crawl", "queue", "-a", f"domain={host_ip(3)}", "-a", f"key={key}",
+                        "-s", "REDIS_URL=", "-s", "MAX_IDLE_TIME_BEFORE_CLOSE=20",
+                        "-s", f"FRONTIER_CRAWL_ID=embedded{uuid.uuid4().hex[:8]}", until=marker) as (crawl, lines):
+        line = next(line for line in lines if marker in line)
         socket_path = line.split("unix://", 1)[1].split(" ", 1)[0]
         redis.Redis(unix_socket_path=socket_path).lpush(key, json.dumps({"url": web.url(3)}))
-        crawl.wait(timeout=180)
-    finally:
-        if crawl.poll() is None:
-            crawl.kill()
-    reader.join(timeout=10)
     assert crawl.returncode == 0, "".join(lines)[-4000:]
     assert "Frontier Redis: unix://" + socket_path in "".join(lines)
     entries = [entry for entry in web.entries() if entry.host == host_ip(3)]
@@ -829,39 +841,16 @@ def test_scheduler_idle_before_close_keeps_a_drained_worker_for_urls_added_meanw
 ) -> None:
     """scrapy-redis's SCHEDULER_IDLE_BEFORE_CLOSE: the worker, its frontier drained, stays open that long;
     a URL seeded meanwhile (scrapy frontier seed) is crawled by it before it closes."""
-    import threading
-
     web = mockweb_factory(SPEC)
     crawl_id = f"idle{uuid.uuid4().hex[:8]}"
     later = max(SPEC.pages(2) - 1, *within_depth(2, 1))
     assert later not in within_depth(2, 1)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "REDIS_URL", "SCRAPY_SETTINGS_MODULE")}
-    env["PATH"] = f"{team_venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    crawl = subprocess.Popen([str(team_venv / "bin" / "scrapy"), "crawl", "team", "-a", f"start={web.url(2)}",
-                              "-a", f"domain={host_ip(2)}", "-a", f"crawl_id={crawl_id}", "-s", "DEPTH_LIMIT=1",
-                              "-s", "SCHEDULER_IDLE_BEFORE_CLOSE=20"],
-                             cwd=team_project, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-    lines: list[str] = []
-    drained = threading.Event()
-
-    def read() -> None:
-        assert crawl.stderr is not None
-        for line in crawl.stderr:
-            lines.append(line)
-            if "drained; waiting up to 20 s for new URLs" in line:
-                drained.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    try:
-        assert drained.wait(timeout=180), "".join(lines)[-4000:]
+    with scrapy_running(team_venv, team_project, "crawl", "team", "-a", f"start={web.url(2)}",
+                        "-a", f"domain={host_ip(2)}", "-a", f"crawl_id={crawl_id}", "-s", "DEPTH_LIMIT=1",
+                        "-s", "SCHEDULER_IDLE_BEFORE_CLOSE=20",
+                        until="drained; waiting up to 20 s for new URLs") as (crawl, lines):
         seeded = scrapy(team_venv, team_project, "frontier", "seed", web.url(2, later), "--crawl-id", crawl_id)
         assert seeded.returncode == 0, seeded.stderr[-3000:]
-        crawl.wait(timeout=180)
-    finally:
-        if crawl.poll() is None:
-            crawl.kill()
-    reader.join(timeout=10)
     assert crawl.returncode == 0, "".join(lines)[-4000:]
     assert "Scrapy setting: SCHEDULER_IDLE_BEFORE_CLOSE = '20' read as FRONTIER_IDLE_BEFORE_CLOSE = 20.0" in "".join(lines)
     fetched = [parse_page_path(entry.path) for entry in web.entries() if entry.path != "/robots.txt"]

@@ -17,7 +17,7 @@ itself, turns both off.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Self
 
 from scrapy import Request
 from scrapy.downloadermiddlewares.redirect import MetaRefreshMiddleware, RedirectMiddleware
@@ -32,54 +32,39 @@ if TYPE_CHECKING:
 
 
 class _ArchivingHops:
-    """What both middlewares add to Scrapy's: the answer they consume, archived."""
+    """What both middlewares add to Scrapy's: the answer they consume, archived (mixed in before Scrapy's)."""
 
     archive: Archive | None = None
+    crawler: Crawler
     kind = "redirect"
 
-    def _join(self, crawler: Crawler) -> None:
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        middleware = super().from_crawler(crawler)  # type: ignore[misc]
         if get_bool(crawler.settings, "ARCHIVE_RESPONSES"):
-            self.archive = Archive.for_crawler(crawler)
+            middleware.archive = Archive.for_crawler(crawler)
+        return middleware  # type: ignore[no-any-return]
 
-    async def _hop(self, request: Request, response: Response, result: Any) -> None:
-        if isinstance(result, Request) and self.archive is not None:
-            await archive_answer(self.archive, response, request, self.kind)
-            crawler: Crawler = self.crawler  # type: ignore[attr-defined]
-            assert crawler.stats is not None
-            crawler.stats.inc_value(f"archive/{self.kind}")
-
-
-class ArchivingRedirectMiddleware(_ArchivingHops, RedirectMiddleware):
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> Self:
-        middleware = super().from_crawler(crawler)
-        middleware._join(crawler)
-        return middleware
-
-    async def process_response(self, request: Request, response: Response) -> Request | Response:  # type: ignore[override]
+    async def process_response(self, request: Request, response: Response) -> Request | Response:
         try:
-            result = super().process_response(request, response)
+            result = super().process_response(request, response)  # type: ignore[misc]
         except IgnoreRequest:  # past REDIRECT_MAX_TIMES: the answer came all the same
-            await self._hop(request, response, request)
+            await self._hop(request, response)
             raise
-        await self._hop(request, response, result)
-        return result
+        if isinstance(result, Request):
+            await self._hop(request, response)
+        return result  # type: ignore[no-any-return]
+
+    async def _hop(self, request: Request, response: Response) -> None:
+        if self.archive is not None:
+            await archive_answer(self.archive, response, request, self.kind)
+            assert self.crawler.stats is not None
+            self.crawler.stats.inc_value(f"archive/{self.kind}")
 
 
-class ArchivingMetaRefreshMiddleware(_ArchivingHops, MetaRefreshMiddleware):
+class ArchivingRedirectMiddleware(_ArchivingHops, RedirectMiddleware):  # type: ignore[misc]
+    pass
+
+
+class ArchivingMetaRefreshMiddleware(_ArchivingHops, MetaRefreshMiddleware):  # type: ignore[misc]
     kind = "meta_refresh"
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> Self:
-        middleware = super().from_crawler(crawler)
-        middleware._join(crawler)
-        return middleware
-
-    async def process_response(self, request: Request, response: Response) -> Request | Response:  # type: ignore[override]
-        try:
-            result = super().process_response(request, response)
-        except IgnoreRequest:
-            await self._hop(request, response, request)
-            raise
-        await self._hop(request, response, result)
-        return result

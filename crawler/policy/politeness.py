@@ -7,7 +7,6 @@ applied by the mechanism on top, because they live in the shared frontier.
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from typing import Any
 from scrapy.settings import BaseSettings
 
 from crawler.exceptions import ConfigurationError
-from crawler.settings_parsing import get_choice
+from crawler.settings_parsing import dict_value, get_choice
 
 
 class PolitenessKey(Enum):
@@ -74,19 +73,11 @@ _SLOT_FIELDS = {"delay", "concurrency", "randomize_delay"}
 def parse_slot_overrides(value: object, name: str = "DOWNLOAD_SLOTS") -> dict[str, SlotOverride]:
     """``DOWNLOAD_SLOTS`` (``{"example.com": {"delay": 2, "concurrency": 1, "randomize_delay": False}}``)
     -> key -> :class:`SlotOverride`; a clear error naming ``name`` for any malformed entry."""
-    if value is None or value == "":
+    slots = dict_value(value, name)
+    if slots is None:
         return {}
-    if isinstance(value, str):  # -s DOWNLOAD_SLOTS='{"example.com": {"delay": 2}}'
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise ConfigurationError(name, f"expected a dict of slot key -> settings, got {value!r}") from None
-    if hasattr(value, "copy_to_dict"):  # Scrapy's BaseSettings
-        value = value.copy_to_dict()
-    if not isinstance(value, Mapping):
-        raise ConfigurationError(name, f"expected a dict of slot key -> settings, got {value!r}")
     out: dict[str, SlotOverride] = {}
-    for key, entry in value.items():
+    for key, entry in slots.items():
         if not isinstance(key, str) or not key.strip() or any(c.isspace() for c in key):
             raise ConfigurationError(name, f"slot key {key!r} is not a host name (or domain, or address)")
         if not isinstance(entry, Mapping):

@@ -21,12 +21,12 @@ timeouts), and a RedisSpider's start URLs and the frontier live on one server:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
 from crawler.exceptions import ConfigurationError
+from crawler.settings_parsing import dict_value
 
 SETTING = "REDIS_PARAMS"
 
@@ -46,18 +46,10 @@ SPIDER_KEYS = frozenset({"encoding", "encoding_errors", "decode_responses", "red
 
 def parse_params(value: object) -> dict[str, Any]:
     """``REDIS_PARAMS`` as a dict, every key known (a clear error naming the setting otherwise)."""
-    if value is None or value == "":
+    given = dict_value(value, SETTING)
+    if given is None:
         return {}
-    if isinstance(value, str):  # -s REDIS_PARAMS='{"db": 2}'
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise ConfigurationError(SETTING, f"not a dict nor a JSON object: {value!r}") from None
-    if hasattr(value, "copy_to_dict"):  # Scrapy's BaseSettings
-        value = value.copy_to_dict()
-    if not isinstance(value, Mapping):
-        raise ConfigurationError(SETTING, f"expected a dict of redis-py client arguments, got {value!r}")
-    params = {str(key): inner for key, inner in value.items()}
+    params = {str(key): inner for key, inner in given.items()}
     unknown = set(params) - CONNECTION_KEYS - WHERE_KEYS - SPIDER_KEYS
     if unknown:
         raise ConfigurationError(SETTING, f"unknown key(s) {sorted(unknown)}; known: "

@@ -235,25 +235,20 @@ local function complete(i, leaseno, id, level, host, floor, throttled)
       redis.call('ZREM', P .. K.group_wait .. group, host)  -- placed below, ready or asleep
     end
   end
-  if back_empty(P, host, levels) then
-    redis.call('SREM', P .. K.active, host)
-    push1(unparked, host)
-    redis.call('ZADD', P .. K.cool, fmt(at), host)
-    if k > 1 then
-      if n > 0 then
-        slots_set(P, host, n, spacing, start, hold, frees)
-      else
-        slots_drop(P, host)
-      end
+  local dry = back_empty(P, host, levels)
+  if dry or at - completed > horizon then
+    if dry then
+      redis.call('SREM', P .. K.active, host)
+      push1(unparked, host)
+      redis.call('ZADD', P .. K.cool, fmt(at), host)
+    else
+      redis.call('ZADD', P .. K.sleeping, fmt(at), host)
     end
-  elseif at - completed > horizon then
-    redis.call('ZADD', P .. K.sleeping, fmt(at), host)
-    if k > 1 then
-      if n > 0 then
-        slots_set(P, host, n, spacing, start, hold, frees)
-      else
-        slots_drop(P, host)
-      end
+    -- Out of the ready heap: the slots are kept only while requests are in flight.
+    if k > 1 and n > 0 then
+      slots_set(P, host, n, spacing, start, hold, frees)
+    elseif k > 1 then
+      slots_drop(P, host)
     end
   elseif k > 1 then
     redis.call('ZADD', P .. K.ready, fmt(at), host)
