@@ -114,7 +114,9 @@ def read_leased_urls(server: RedisServer, crawl_id: str) -> set[str]:
     client = server.client()
     urls = set()
     for member in client.zrange(keys.leases, 0, -1):
-        leaseno, _level, _id, host = member.decode().split(" ", 3)
+        leaseno, _level, request_id, host = member.decode().split(" ", 3)
+        if request_id == "0":
+            continue  # a robots.txt lease: its host's first page stayed queued, nothing is held
         blob = client.hget(keys.leased, leaseno)
         assert blob is not None
         urls.add(stored_url(blob, host))
