@@ -50,6 +50,7 @@ from crawler.frontier.config import FrontierConfig
 from crawler.frontier.intake import Intake
 from crawler.frontier.levels import PriorityLevels
 from crawler.frontier.reset import crawl_keys, delete_keys
+from crawler.frontier.seeding import SeedReport, seed, seed_lines, terminal_progress
 from crawler.frontier.shards import ShardRouter, check_crawl_metadata, shard_frontiers
 from crawler.frontier.sizing import crawl_sizes
 from crawler.frontier.store import RedisFrontier
@@ -267,46 +268,41 @@ class Command(ScrapyCommand):
 
     async def _seed(self, client: AnyRedis, router: ShardRouter, config: FrontierConfig, args: list[str],
                     opts: argparse.Namespace) -> Output:
+        """Stream the seed files (and URLs) into the frontier in bounded batches (:mod:`crawler.frontier.seeding`)."""
         assert self.settings is not None
-        urls: list[str] = []
         for arg in args:
-            if Path(arg).is_file():
-                urls += load_seeds(arg, None)
-            else:
-                urls += load_seeds(None, arg)
+            if not Path(arg).is_file():
+                load_seeds(None, arg)  # URLs given here are checked first: one line for a mistyped one
         await check_crawl_metadata(client, router)
         sizes = await crawl_sizes(client, router, self.settings, self.provider.config.memory_limit)
         frontiers = shard_frontiers(client, router, replace(config, inlink_cells=sizes.inlink_cells), sizes.seen)
         buckets = await bucket_sizes(client, router.keys[0].leases, external=self.provider.embedded is None)
         for frontier in frontiers:
             frontier.sizes = buckets
-        stats = _Counts()
+            await frontier.prepare()
+        counts = _Counts()
         # The crawl's own intake: the same filters, scoring, routing (and, with
         # FRONTIER_POLITENESS_KEY = "ip", address groups) as a worker's.
         intake = Intake(
             router, UrlFilter(FilterConfig.from_settings(self.settings)), PriorityLevels(config.levels),
-            stats,  # type: ignore[arg-type]
+            counts,  # type: ignore[arg-type]
             local_seen_size=0, priority=PriorityPolicy.from_settings(self.settings),
-            resolver=resolver_from_settings(self.settings, stats)  # type: ignore[arg-type]
+            resolver=resolver_from_settings(self.settings, counts)  # type: ignore[arg-type]
             if config.politeness_key is PolitenessKey.IP else None,
         )
         intake.bind(RequestCodec(Spider("web")), frontiers)
-        intake.urls(urls, depth=0)
-        refused = {key.rsplit("/", 1)[-1]: value for key, value in sorted(stats.items())
-                   if key.startswith("urls/dropped/")}
-        for reason, value in refused.items():
-            print(f"dropped {value} seed(s): {reason}", file=sys.stderr)
-        by_shard, _ = intake.take()
-        await intake.resolve_groups(by_shard)
-        added = duplicates = 0
-        for shard, entries in by_shard.items():
-            await frontiers[shard].prepare()
-            new, seen = await frontiers[shard].enqueue(entries)
-            added, duplicates = added + new, duplicates + seen
-            await frontiers[shard].close()
-        dropped = sum(refused.values())
-        line = f"crawl {router.crawl_id!r}: {added} seeds added, {duplicates} already known, {dropped} dropped"
-        return Output({"added": added, "known": duplicates, "dropped": refused}, [line])
+        report = SeedReport()
+        progress = terminal_progress(sys.stderr)
+        try:
+            await seed(intake, counts, frontiers, seed_lines(args, report), report, progress)
+        finally:
+            if progress is not None:
+                sys.stderr.write("\n")
+            for frontier in frontiers:
+                await frontier.close()
+        document = {"added": report.added, "known": report.known, "dropped": dict(report.dropped),
+                    "lines": report.lines, "seconds": round(report.seconds, 3)}
+        return Output(document, [report.summary(router.crawl_id)])
 
     async def _hosts(self, client: AnyRedis, router: ShardRouter, config: FrontierConfig, args: list[str],
                      opts: argparse.Namespace) -> Output:

@@ -115,6 +115,10 @@ class Intake:
         self.codec = codec
         self.frontiers = frontiers
 
+    def pending(self) -> int:
+        """URLs waiting to be sent (what a producer of many, the seeds, waits on)."""
+        return sum(len(entries) for entries in self.enqueues.values())
+
     def take(self) -> tuple[dict[int, list[EnqueueEntry]], dict[int, list[Touch]]]:
         """What arrived since the last take, per shard."""
         enqueues, touches = self.enqueues, self.touches

@@ -30,7 +30,7 @@ from crawler.exceptions import CodecError
 from crawler.frontier.outcome import Handout, LeaseAction
 from crawler.frontier.pacing import NEVER_MS
 from crawler.frontier.stepstats import count_step
-from crawler.frontier.store import Completion, Step, StepResult
+from crawler.frontier.store import Completion, EnqueueEntry, Step, StepResult, Touch
 from crawler.redisconn.outage import REDIS_DOWN
 from crawler.requestmeta import LEASE_META
 from crawler.robots.request import robots_lease_request
@@ -206,9 +206,46 @@ class Pump:
         if not self.draining and now - self._drain_checked >= self.config.idle_poll:
             await self._check_draining(now)
         self.collect()
+        # From the take to the step's answer the URLs taken are in no queue a look at the scheduler
+        # sees (resolving addresses, sending): the step counts as running all along.
+        self.step_running = True
+        try:
+            outcomes, shards, enqueues, touches, completions = await self._send(now)
+        finally:
+            self.step_running = False
+        failure: BaseException | None = None
+        for shard, outcome in zip(shards, outcomes):
+            if isinstance(outcome, BaseException):
+                # Nothing is dropped: the shard's batches go back in front of what came since.
+                self.intake.put_back(shard, enqueues, touches)
+                self.inhand.put_back(completions, shard)
+                failure = failure or outcome
+                continue
+            self._absorb(shard, outcome, now)
+        self.stats.inc_value("frontier/round_trips", len(shards))
+        if self.inhand.buffer or not self._has_pending():
+            # New requests to hand out, or the crawl may be over: the engine looks.
+            self._wake_engine()
+        if failure is not None:
+            raise failure
+
+    async def _send(self, now: float) -> tuple[list[StepResult | BaseException], set[int],
+                                               dict[int, list[EnqueueEntry]], dict[int, list[Touch]],
+                                               dict[int, list[Completion]]]:
+        """One step on every shard that has something to do: what was taken, and each shard's outcome."""
         enqueues, touches = self.intake.take()
-        await self.intake.resolve_groups(enqueues)
         completions = self.inhand.take_completions()
+        try:
+            await self.intake.resolve_groups(enqueues)
+            if self.memory is not None and self.memory.due(now):
+                await self.memory.refresh(self.frontiers, now)
+        except BaseException:
+            # Nothing taken is lost: it goes back in front of what came since, for the next step.
+            for shard in set(enqueues) | set(touches):
+                self.intake.put_back(shard, enqueues, touches)
+            for shard in set(completions):
+                self.inhand.put_back(completions, shard)
+            raise
         now = time.time()
         renew: dict[int, list[bytes]] = {}
         if now - self._last_renew >= self.config.lease_timeout / 3:
@@ -220,8 +257,6 @@ class Pump:
         if capacity > 0 and (crawl_now_ms >= self.pacer.next_due_ms or now - self._last_drain >= self.drain_interval):
             drain_at = crawl_now_ms
             self._last_drain = now
-        if self.memory is not None and self.memory.due(now):
-            await self.memory.refresh(self.frontiers, now)
         # A shard sent URLs or acks is asked too: a new host, or one acked at delay 0, is ready at once
         # (else a sharded crawl's host would wait FRONTIER_IDLE_POLL between its pages).
         sent = set(enqueues) | set(completions)
@@ -246,30 +281,12 @@ class Pump:
                 crawl_now_ms=crawl_now_ms,
             ))
 
-        self.step_running = True
-        try:
-            if len(shards) == 1:
-                (only,) = shards
-                outcomes: list[StepResult | BaseException] = [await _guard(step(only))]
-            else:
-                outcomes = list(await asyncio.gather(*(step(shard) for shard in shards), return_exceptions=True))
-        finally:
-            self.step_running = False
-        failure: BaseException | None = None
-        for shard, outcome in zip(shards, outcomes):
-            if isinstance(outcome, BaseException):
-                # Nothing is dropped: the shard's batches go back in front of what came since.
-                self.intake.put_back(shard, enqueues, touches)
-                self.inhand.put_back(completions, shard)
-                failure = failure or outcome
-                continue
-            self._absorb(shard, outcome, now)
-        self.stats.inc_value("frontier/round_trips", len(shards))
-        if self.inhand.buffer or not self._has_pending():
-            # New requests to hand out, or the crawl may be over: the engine looks.
-            self._wake_engine()
-        if failure is not None:
-            raise failure
+        if len(shards) == 1:
+            (only,) = shards
+            outcomes: list[StepResult | BaseException] = [await _guard(step(only))]
+        else:
+            outcomes = list(await asyncio.gather(*(step(shard) for shard in shards), return_exceptions=True))
+        return outcomes, shards, enqueues, touches, completions
 
     def _absorb(self, shard: int, result: StepResult, now: float) -> None:
         """Take in one shard's step result: counts, timings, claimed requests."""

@@ -16,9 +16,11 @@ redirect middleware. Other content types are recorded but not parsed.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
@@ -28,6 +30,7 @@ from scrapy.settings import default_settings
 from selectolax.lexbor import LexborHTMLParser
 
 from crawler.bounded import BoundedSet
+from crawler.exceptions import ConfigurationError
 from crawler.frontier.context import FrontierContext
 from crawler.httpheaders import is_html
 from crawler.items import FeedBody, page_item, set_feed_body
@@ -39,7 +42,7 @@ from crawler.requestmeta import (
     SITEMAP_LASTMOD_META,
     VERBATIM_URL_META,
 )
-from crawler.seeds import load_seeds
+from crawler.seeds import iter_seeds, seed_hosts
 from crawler.settings_parsing import get_choice, get_dict, get_int
 from crawler.sitemaps import (
     SitemapContent,
@@ -61,6 +64,9 @@ DEFAULT_MODULES = {
     "crawler.modules.text.TextModule": 900,
 }
 
+
+#: Seeds handed to the frontier's intake at once (and at most waiting in it).
+SEED_BATCH = 10_000
 
 # An http(s) URL made only of RFC 3986 characters and valid percent-escapes.
 _ALREADY_SAFE = re.compile(r"https?://(?:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})*\Z")
@@ -108,7 +114,10 @@ class WebSpider(Spider):
 
     def __init__(self, seeds: str | None = None, urls: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.seed_urls = load_seeds(seeds, urls)
+        if seeds is not None and not Path(seeds).is_file():
+            raise ConfigurationError("seeds", f"seeds file {seeds!r} does not exist")
+        #: The seeds file and URLs given, read as a stream when the crawl starts (``crawler.seeds``).
+        self.seed_sources = (seeds, urls)
         self.domains = RegisteredDomains.shared()
         self.modules: list[PageModule] = []
         self._emitted = BoundedSet(0)
@@ -117,10 +126,11 @@ class WebSpider(Spider):
 
     @classmethod
     def validate_arguments(cls, **kwargs: Any) -> list[str]:
-        """Check spider arguments before the crawl starts; returns the seeds (``crawl`` command)."""
+        """Check spider arguments before the crawl starts (``crawl`` command): every seed, read as a
+        stream; returns the first seed of each host."""
         if kwargs.get("mode") is not None:
             RecrawlMode.parse(kwargs["mode"], "mode (spider argument)")
-        return load_seeds(kwargs.get("seeds"), kwargs.get("urls"))
+        return seed_hosts(kwargs.get("seeds"), kwargs.get("urls"))
 
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> WebSpider:
@@ -138,10 +148,29 @@ class WebSpider(Spider):
         return spider
 
     async def start(self) -> AsyncIterator[Any]:
-        if not self.seed_urls:
+        if self.seed_sources == (None, None):
             logger.info("No seeds given: continuing the crawl from its frontier")
-        for url in self.seed_urls:
-            yield Request(url, callback=self.parse)
+            return
+        intake = FrontierContext.for_crawler(self.crawler).intake
+        if intake is None:
+            for url in iter_seeds(*self.seed_sources):
+                yield Request(url, callback=self.parse)
+            return
+        # Through the frontier's intake in batches, the file read as a stream: a list of millions
+        # of seeds is never held whole; each batch waits until the frontier has taken the last one.
+        batch: list[str] = []
+        for url in iter_seeds(*self.seed_sources):
+            batch.append(url)
+            if len(batch) >= SEED_BATCH:
+                await self._hand_seeds(intake, batch)
+                batch = []
+        if batch:
+            await self._hand_seeds(intake, batch)
+
+    async def _hand_seeds(self, intake: Any, urls: list[str]) -> None:
+        while intake.pending() >= SEED_BATCH:
+            await asyncio.sleep(0.05)
+        intake.urls(urls, depth=0)
 
     def parse(self, response: Response) -> Iterator[Any]:
         item = page_item(response)

@@ -1,0 +1,67 @@
+"""Seed lists of any size: `scrapy frontier seed` streams a file of a million URLs into a real redis-server,
+in bounded batches, and a run interrupted mid-way is finished by running the same command again."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from crawler.frontier.keys import FrontierKeys
+from tests.conftest import ROOT, RedisServer, crawl_command, crawl_env
+
+SEEDS = 1_000_000
+
+
+def write_seeds(path: Path, count: int) -> Path:
+    """``count`` distinct URLs (~90 characters) over 20,000 hosts of 50 registered domains (every budget
+    holds), and four lines that are not seeds: a comment, a blank line, an FTP URL and a malformed one."""
+    with path.open("w") as out:
+        out.write("# a previous crawl's URLs\n\n")
+        for i in range(count):
+            out.write(f"http://site{i % 20_000}.example{i % 50}.com/archive/{i // 20_000}/articles/"
+                      f"item-{i}.html?ref=seedlist&n={i * 7}\n")
+            if i == count // 2:
+                out.write("ftp://files.example.com/pub/\nhttp://exa mple.com/\n")
+    return path
+
+
+def seed_command(seeds: Path, redis_url: str, crawl_id: str) -> list[str]:
+    return [*crawl_command()[:3], "frontier", "seed", str(seeds), "--json", "-s", f"REDIS_URL={redis_url}",
+            "-s", f"FRONTIER_CRAWL_ID={crawl_id}"]
+
+
+def test_a_million_seeds_stream_in_and_a_rerun_after_an_interruption_adds_only_the_rest(
+    redis_server: RedisServer, crawl_id: str, tmp_path: Path
+) -> None:
+    seeds = write_seeds(tmp_path / "seeds.txt", SEEDS)
+    client = redis_server.client()
+    queued = FrontierKeys(crawl_id).key("queued")
+    # The first run is killed once a good part is in (SIGKILL: no chance to finish a batch).
+    first = subprocess.Popen(seed_command(seeds, redis_server.url, crawl_id), cwd=ROOT, env=crawl_env(),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 600
+        while int(client.get(queued) or 0) < SEEDS // 4:
+            assert first.poll() is None, first.stderr.read() if first.stderr else ""
+            assert time.monotonic() < deadline, "the first run did not get a quarter in"
+            time.sleep(0.2)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=30)
+    before = int(client.get(queued) or 0)
+    assert SEEDS // 4 <= before < SEEDS, before
+    # The same command again: what the first run stored is known, the rest is added; nothing twice.
+    second = subprocess.run(seed_command(seeds, redis_server.url, crawl_id), cwd=ROOT, env=crawl_env(),
+                            capture_output=True, text=True, timeout=900, check=False)
+    assert second.returncode == 0, second.stderr[-3000:]
+    report: dict[str, Any] = json.loads(second.stdout)
+    assert report["added"] + report["known"] == SEEDS
+    assert report["known"] >= before  # (a batch the kill cut short may be in Redis, not in the count)
+    assert report["dropped"] == {"scheme": 1, "malformed": 1}, report["dropped"]
+    assert report["lines"] == SEEDS + 4
+    assert int(client.get(queued) or 0) == SEEDS
+    assert int(client.get(FrontierKeys(crawl_id).key("seencount")) or 0) == SEEDS
