@@ -11,7 +11,7 @@ empty :=
 space := $(empty) $(empty)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: crawl test lint unit compat docs reference venv replay-venv redis-server chromium nginx bench scale clean
+.PHONY: crawl test lint unit compat docs reference venv replay-venv redis-server chromium nginx prometheus bench scale clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
@@ -65,6 +65,14 @@ nginx:
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq nginx-light >/dev/null; }
 
+# Debian's prometheus (with promtool): the suite checks deploy/prometheus/ with promtool and scrapes a
+# real crawl with it, on loopback, never as a service.
+prometheus:
+	@command -v promtool >/dev/null && command -v prometheus >/dev/null || { \
+		echo "Installing prometheus with apt-get (the deploy/ checks and the fleet test)"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq prometheus >/dev/null; }
+
 ## make crawl SEEDS=seeds.txt | make crawl URLS="https://a.example/ https://b.example/"
 ##   [USER_AGENT="mybot/1.0 (+https://example.org/bot)"] [ARGS="-s NAME=VALUE"]
 crawl: venv redis-server chromium
@@ -76,7 +84,7 @@ crawl: venv redis-server chromium
 ## make test: lint, types, and the whole test suite (starts its own Redis and mock web), in
 ## TEST_WORKERS processes (pytest-xdist; a test module stays in one process, its fixtures shared)
 TEST_WORKERS ?= 3
-test: venv replay-venv redis-server chromium nginx lint docs
+test: venv replay-venv redis-server chromium nginx prometheus lint docs
 	$(BIN)/python -m pytest -q --timeout=600 -n $(TEST_WORKERS) --dist loadfile tests
 
 ## make compat: the add-on's tests on the older Scrapy releases it supports, each in a venv of its own

@@ -368,10 +368,17 @@ WEB_LINK_CACHE_SIZE = 200_000
 PROGRESS_INTERVAL = 30.0
 REPORT_ENABLED = True
 REPORT_PATH = None
-# Prometheus endpoint: off unless a port is given (METRICS_PORT = 9410, say).
+# Prometheus endpoint: off unless a port is given (METRICS_PORT = 9410), or a range of them
+# ("9410-9419": the first one free, so that several workers of one machine each export).
 METRICS_PORT = 0
 METRICS_HOST = "127.0.0.1"
 METRICS_REFRESH_INTERVAL = 10.0
+# A port that cannot be had stops the crawl at start (one line): a crawl is not started
+# unwatched unless this is False (then a warning, and no endpoint).
+METRICS_REQUIRED = True
+# Prometheus file-based service discovery: each worker writes its target to this JSON file
+# (with {worker} in its name; or a directory: <dir>/crawler-{worker}.json) and removes it at close.
+METRICS_TARGETS_FILE = None
 # Write the final stats to this file as JSON when the spider closes (unset: only the log's dump).
 STATS_JSON_FILE = None
 # Freeze start-up objects out of the GC, collect generation 0 every 200,000

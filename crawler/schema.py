@@ -117,6 +117,8 @@ CRAWL_KEYS: dict[str, ShardKey] = {
     "workers": ShardKey("workers", "zset", "worker -> when it last reported"),
     "render": ShardKey("render", "hash", "host or domain -> render mark: on / off (an operator's), "
                        "js:<until ms> / static:<until ms> (detected)", "host"),
+    "metrics_leader": ShardKey("metricsleader", "string", "the worker exporting the crawl-wide metrics (a lease "
+                               "of three METRICS_REFRESH_INTERVAL)"),
     "slot_conf": ShardKey("slotconf", "hash", "host or politeness key -> its DOWNLOAD_SLOTS entry (JSON: delay, "
                           "concurrency, randomize_delay), every worker's", "host"),
 }

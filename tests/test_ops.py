@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from crawler.extensions.metrics import CrawlCollector
 from crawler.extensions.progress import ticks
 from crawler.frontier.keys import FrontierKeys
 from crawler.ops.figures import (
@@ -29,6 +28,7 @@ from crawler.ops.figures import (
     progress_line,
     totals_from_stats,
 )
+from crawler.ops.metrics import CrawlCollector
 from crawler.ops.timeline import Sample
 from crawler.report.html import ReportData, bucket, render
 from support.mockweb import WebSpec, free_port
@@ -120,10 +120,29 @@ def test_collector_exposes_stable_names() -> None:
         'crawler_fetch_latency_seconds_bucket{crawl="c1",le="+Inf"} 120.0',
         'crawler_fetch_latency_seconds_sum{crawl="c1"} 7.5',
         'crawler_frontier_queued_urls{crawl="c1"} 10.0',
+        'crawler_urls_refused_total{crawl="c1",reason="memory"} 0.0',
+        'crawler_redis_memory_used_ratio{crawl="c1"} 0.0',
+        # The deprecated copies, until 0.2, saying so.
         'crawler_pages_per_second{crawl="c1",window="overall"}',
+        "# HELP crawler_redis_memory_share Deprecated (until 0.2): use crawler_redis_memory_used_ratio",
     ):
         assert expected in text, expected
     assert "# HELP crawler_frontier_ready_hosts Hosts waiting for their next fetch" in text
+    # Prometheus' conventions: every counter ends in _total, no gauge is a rate or in hours (but the deprecated).
+    from crawler.ops.metrics import DEPRECATED
+
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split()
+            if kind == "counter":
+                assert name.endswith("_total"), name
+            if name not in DEPRECATED:
+                assert "per_second" not in name and "hours" not in name and not name.endswith("_share"), name
+    # A worker that does not hold the crawl's lease exports no crawl-wide gauge: a fleet's sum is the crawl's.
+    collector.crawl_wide = False
+    quiet = generate_latest(registry).decode()
+    assert "crawler_frontier_queued_urls" not in quiet and "crawler_redis_memory_used_bytes" not in quiet
+    assert 'crawler_pages_total{crawl="c1"} 120.0' in quiet
 
 
 def test_report_is_self_contained_and_escapes_names() -> None:

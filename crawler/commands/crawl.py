@@ -24,6 +24,7 @@ from crawler.addon import effective, take_crawl_id
 from crawler.downloader.dns import read_hosts_file
 from crawler.downloader.netguard import AddressPolicy
 from crawler.exceptions import ConfigurationError
+from crawler.extensions.metrics import MetricsConfig
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.shards import shard_count
@@ -34,7 +35,6 @@ from crawler.redisconn.config import RedisConfig
 from crawler.redisconn.memory import ServerMemory
 from crawler.robots.policy import RobotsConfig
 from crawler.secrets import redact, redact_url
-from crawler.settings_parsing import get_int, setting
 from crawler.urls import host_of
 from crawler.urls.filters import FilterConfig
 
@@ -45,19 +45,25 @@ if TYPE_CHECKING:
 
 
 def check_metrics_port(settings: BaseSettings) -> None:
-    """``METRICS_PORT``: a TCP port this machine lets the crawl listen on (0: no endpoint)."""
-    port = get_int(settings, "METRICS_PORT", minimum=0)
-    if not port:
+    """``METRICS_PORT``: a port of the range this machine lets the crawl listen on (unless
+    ``METRICS_REQUIRED = False``); ``METRICS_TARGETS_FILE``: a writable directory."""
+    config = MetricsConfig.from_settings(settings)
+    if config is None:
         return
-    host = str(setting(settings, "METRICS_HOST"))
-    if port > 65535:
-        raise ConfigurationError("METRICS_PORT", f"not a TCP port: {port}")
-    try:
-        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind((host, port))
-    except OSError as exc:
-        raise ConfigurationError("METRICS_PORT", f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    first, last = config.ports
+    failure: OSError | None = None
+    for port in range(first, last + 1):
+        try:
+            with socket.socket(socket.AF_INET6 if ":" in config.host else socket.AF_INET, socket.SOCK_STREAM) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind((config.host, port))
+            return
+        except OSError as exc:
+            failure = exc
+    if config.required:
+        span = str(first) if first == last else f"{first}-{last}"
+        raise ConfigurationError("METRICS_PORT", f"cannot listen on {config.host}:{span}: "
+                                 f"{(failure.strerror if failure else None) or failure}")
 
 
 def preflight(settings: BaseSettings, spider_cls: type, spider_name: str, spider_args: dict[str, str]) -> None:

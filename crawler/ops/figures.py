@@ -125,6 +125,8 @@ class FrontierFigures(FrontierCounts):
     memory_share: float = 0.0
     #: Each server's figures (one for a single Redis; one per primary of a cluster).
     servers: tuple[ServerFigures, ...] = ()
+    #: Seconds until the parked host that waits longest may be contacted again (of a sample).
+    longest_park: float = 0.0
     #: When they were read (Unix time), and URL records added per second since the look before
     #: (every worker's: the rate the crawl's memory grows with; 0 on a first look).
     read_at: float = 0.0

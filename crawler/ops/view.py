@@ -50,7 +50,23 @@ async def frontier_figures(client: AnyRedis, router: ShardRouter, memory_limit: 
     return FrontierFigures(
         **counts, memory_used=used, memory_limit=limit, memory_share=share, servers=tuple(servers),
         read_at=read_at, growth=_growth(counts["records"], read_at, before),
+        longest_park=await _longest_park(client, router, read_at) if counts["parked"] else 0.0,
     )
+
+
+#: Parked hosts looked at per shard for the longest park (a sample: a broad crawl parks many).
+PARK_SAMPLE = 1000
+
+
+async def _longest_park(client: AnyRedis, router: ShardRouter, now: float) -> float:
+    """Seconds until the parked host that waits longest may be contacted again (of a sample per shard)."""
+    longest = 0.0
+    for keys in router.keys:
+        hosts = [text(host) for host in await client.srandmember(keys.parked, PARK_SAMPLE) or []]
+        if hosts:
+            wakes = await client.zmscore(keys.sleeping, hosts)
+            longest = max([longest, *(float(wake) / 1000 - now for wake in wakes if wake is not None)])
+    return longest
 
 
 def _growth(records: int, read_at: float, before: FrontierFigures | None) -> float:
