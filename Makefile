@@ -11,7 +11,7 @@ empty :=
 space := $(empty) $(empty)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: crawl test lint unit compat docs reference venv replay-venv redis-server chromium nginx prometheus bench scale clean
+.PHONY: crawl test lint unit compat docs reference venv replay-venv redis-server redis-sentinel chromium nginx prometheus bench scale clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
@@ -49,6 +49,13 @@ redis-server:
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq redis-server >/dev/null; }
 
+# Debian's redis-sentinel: a test fails a primary over under three sentinels (started by the test).
+redis-sentinel: redis-server
+	@command -v redis-sentinel >/dev/null || { \
+		echo "Installing redis-sentinel with apt-get (the failover test)"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq redis-sentinel >/dev/null; }
+
 # Debian's chromium: the crawl renders the hosts that need JavaScript with it (and a test
 # renders the crawl report). Playwright drives it; no browser is ever downloaded.
 chromium:
@@ -84,7 +91,7 @@ crawl: venv redis-server chromium
 ## make test: lint, types, and the whole test suite (starts its own Redis and mock web), in
 ## TEST_WORKERS processes (pytest-xdist; a test module stays in one process, its fixtures shared)
 TEST_WORKERS ?= 3
-test: venv replay-venv redis-server chromium nginx prometheus lint docs
+test: venv replay-venv redis-server redis-sentinel chromium nginx prometheus lint docs
 	$(BIN)/python -m pytest -q --timeout=600 -n $(TEST_WORKERS) --dist loadfile tests
 
 ## make compat: the add-on's tests on the older Scrapy releases it supports, each in a venv of its own

@@ -325,3 +325,32 @@ def test_a_password_in_redis_params_is_a_secret() -> None:
     from crawler.secrets import collect
 
     assert "hunter22" in collect(project(REDIS_PARAMS={"password": "hunter22", "db": 1}), environ={})
+
+
+def test_a_sentinel_url_names_the_sentinels_the_service_and_the_database() -> None:
+    from crawler.redisconn.config import RedisConfig, parse_sentinel_url
+
+    assert parse_sentinel_url("redis+sentinel://:s3cret@10.0.0.1:26379,10.0.0.2:26379/crawl/2") == (
+        (("10.0.0.1", 26379), ("10.0.0.2", 26379)), "crawl", 2, "s3cret")
+    config = RedisConfig.from_settings(project(REDIS_URL="redis+sentinel://h1:26379,h2:26380/crawl"), "web")
+    assert (config.sentinels, config.service, config.cluster_nodes) == ((("h1", 26379), ("h2", 26380)), "crawl", ())
+    for url, message in (("redis+sentinel://h1:26379", "names no Sentinel service"),
+                         ("redis+sentinel://h1:26379/crawl/x", "is not a database number"),
+                         ("redis+sentinel://h1/crawl", "is not host:port")):
+        with pytest.raises(ConfigurationError, match=f"^REDIS_URL: .*{message}"):
+            RedisConfig.from_settings(project(REDIS_URL=url), "web")
+
+
+def test_metrics_ports_take_a_range_and_the_targets_file_a_writable_directory(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from crawler.extensions.metrics import MetricsConfig, parse_ports
+
+    assert parse_ports(0) == (0, 0) and parse_ports("9410") == (9410, 9410)
+    assert parse_ports("9410-9419") == (9410, 9419)
+    for value, message in (("9419-9410", "an empty range"), ("70000", "not a TCP port"), ("x", "nor a range")):
+        with pytest.raises(ConfigurationError, match=f"^METRICS_PORT: .*{message}"):
+            parse_ports(value)
+    config = MetricsConfig.from_settings(project(METRICS_PORT="9410-9411", METRICS_TARGETS_FILE=str(tmp_path)))
+    assert config is not None and config.targets_file == f"{tmp_path}/crawler-{{worker}}.json"
+    with pytest.raises(ConfigurationError, match="^METRICS_TARGETS_FILE: .*put \\{worker\\} in its name"):
+        MetricsConfig.from_settings(project(METRICS_PORT=9410, METRICS_TARGETS_FILE=str(tmp_path / "one.json")))
+    assert MetricsConfig.from_settings(project()) is None

@@ -220,6 +220,13 @@ def test_two_workers_share_one_frontier(
     [
         (["-a", "urls=http://127.0.0.1:9/"], {"REDIS_URL": "redis://127.0.0.1:1/0"}, ["REDIS_URL", "cannot reach Redis"]),
         (["-a", "urls=http://127.0.0.1:9/"], {"REDIS_URL": "http://not-redis/"}, ["REDIS_URL", "not a Redis URL"]),
+        (["-a", "urls=http://127.0.0.1:9/"], {"REDIS_URL": "redis+sentinel://127.0.0.1:1"},
+         ["REDIS_URL", "names no Sentinel service"]),
+        (["-a", "urls=http://127.0.0.1:9/"], {"REDIS_URL": "redis+sentinel://127.0.0.1:1,127.0.0.1:2/crawl"},
+         ["REDIS_URL", "no sentinel at"]),
+        (["-a", "urls=http://127.0.0.1:9/"], {"METRICS_PORT": "9500-9400"}, ["METRICS_PORT", "an empty range"]),
+        (["-a", "urls=http://127.0.0.1:9/"], {"METRICS_PORT": "9410", "METRICS_TARGETS_FILE": "/nonexistent/dir/"},
+         ["METRICS_TARGETS_FILE", "does not exist or is not writable"]),
         (["-a", "seeds=/nonexistent/seeds.txt"], {}, ["seeds", "does not exist"]),
         (["-a", "seeds={empty}"], {}, ["seeds", "contains no URLs"]),
         (["-a", "urls=example.com"], {}, ["urls", "'example.com' is not an http(s) URL"]),

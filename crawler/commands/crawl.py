@@ -13,9 +13,10 @@ from __future__ import annotations
 import shutil
 import socket
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import redis
+import redis.sentinel
 from redis.cluster import ClusterNode
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.spiderloader import get_spider_loader
@@ -31,7 +32,7 @@ from crawler.frontier.shards import shard_count
 from crawler.frontier.sizing import CrawlSizes, check_fits, planned_sizes
 from crawler.middlewares.identity import check_identity
 from crawler.policy.backoff import BackoffPolicy
-from crawler.redisconn.config import RedisConfig
+from crawler.redisconn.config import RedisConfig, parse_sentinel_url
 from crawler.redisconn.memory import ServerMemory
 from crawler.robots.policy import RobotsConfig
 from crawler.secrets import redact, redact_url
@@ -117,11 +118,25 @@ def preflight(settings: BaseSettings, spider_cls: type, spider_name: str, spider
             cluster.ping()
             cluster.close()
             return
-        client = redis.Redis.from_url(redis_config.url, socket_connect_timeout=3, socket_timeout=3,
-                                      **({"password": redis_config.password} if redis_config.password else {}))
+        options: dict[str, Any] = {"socket_connect_timeout": 3, "socket_timeout": 3,
+                                   **redis_config.connection_kwargs()}
+        if redis_config.password:
+            options.setdefault("password", redis_config.password)
+        if redis_config.sentinels:
+            _, service, db, password = parse_sentinel_url(redis_config.url)
+            if password:
+                options["password"] = password
+            sentinel = redis.sentinel.Sentinel(list(redis_config.sentinels), sentinel_kwargs={  # type: ignore[no-untyped-call]
+                "socket_connect_timeout": 3, "socket_timeout": 3})
+            client = sentinel.master_for(service, db=db, **options)  # type: ignore[no-untyped-call]
+        else:
+            client = redis.Redis.from_url(redis_config.url, **options)
         client.ping()
         info = client.info("memory")
         client.close()
+    except redis.sentinel.MasterNotFoundError:
+        raise ConfigurationError("REDIS_URL", f"no sentinel at {redact_url(redis_config.url)} named a primary for "
+                                 "its service (are the sentinels up, and the service's name right?)") from None
     except (redis.exceptions.RedisError, OSError, ValueError) as exc:
         raise ConfigurationError("REDIS_URL", f"cannot reach Redis at {redact_url(redis_config.url)}: {exc}") from None
     # The server's memory: an evicting policy, or a limit too small for the crawl's fixed costs,

@@ -5,6 +5,9 @@
   separated by commas), or a ``REDIS_URL`` of the form
   ``redis+cluster://host:port[,host:port...]``: a Redis Cluster, reached
   through any of these nodes (the client learns the rest).
+* ``REDIS_URL = redis+sentinel://[:password@]host:port[,host:port...]/service[/db]``:
+  one primary with replicas under Redis Sentinel; the client asks the
+  sentinels where the primary of ``service`` is, and again after a failover.
 * scrapy-redis's ``REDIS_PARAMS`` (:mod:`crawler.redisconn.params`): its
   connection options (password, db, TLS, timeouts) apply to the frontier's
   connections; a server it names (``url``, ``host``/``port``,
@@ -18,7 +21,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from scrapy.settings import BaseSettings
 
@@ -30,6 +33,25 @@ from crawler.settings_parsing import get_float, get_int, setting
 
 _SCHEMES = ("redis", "rediss", "unix")
 CLUSTER_SCHEME = "redis+cluster"
+SENTINEL_SCHEME = "redis+sentinel"
+
+
+def parse_sentinel_url(url: str) -> tuple[tuple[tuple[str, int], ...], str, int, str | None]:
+    """``redis+sentinel://[:password@]host:port,host:port/service[/db]`` -> (sentinels, service, db, password)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    password = None
+    if "@" in netloc:
+        userinfo, netloc = netloc.rsplit("@", 1)
+        password = unquote(userinfo.split(":", 1)[1]) if ":" in userinfo else unquote(userinfo)
+    sentinels = parse_cluster_nodes(netloc, "REDIS_URL")
+    path = [part for part in parts.path.split("/") if part]
+    if not path or len(path) > 2:
+        raise ConfigurationError("REDIS_URL", f"{redact_url(url)!r} names no Sentinel service "
+                                 "(redis+sentinel://host:port,host:port/service_name[/db])")
+    if len(path) == 2 and not path[1].isdigit():
+        raise ConfigurationError("REDIS_URL", f"{redact_url(url)!r}: {path[1]!r} is not a database number")
+    return sentinels, path[0], int(path[1]) if len(path) == 2 else 0, password or None
 
 
 def parse_cluster_nodes(text: str, setting: str) -> tuple[tuple[str, int], ...]:
@@ -71,6 +93,9 @@ class RedisConfig:
     embedded_memory: int = 0
     #: Connection options from ``REDIS_PARAMS`` (redis-py's keyword arguments); never printed.
     params: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: The sentinels to ask and the service whose primary holds the crawl (empty: no Sentinel).
+    sentinels: tuple[tuple[str, int], ...] = ()
+    service: str = ""
 
     def connection_kwargs(self) -> dict[str, Any]:
         """What the frontier's connections to a server of ours (not the embedded one) are given."""
@@ -88,7 +113,12 @@ class RedisConfig:
             if url is not None:
                 raise ConfigurationError("REDIS_CLUSTER_NODES", "set either REDIS_URL or REDIS_CLUSTER_NODES, not both")
             cluster_nodes = parse_cluster_nodes(str(nodes_text), "REDIS_CLUSTER_NODES")
-        if cluster_nodes:
+        sentinels: tuple[tuple[str, int], ...] = ()
+        service = ""
+        if url is not None and str(url).startswith(SENTINEL_SCHEME + "://"):
+            sentinels, service, _, _ = parse_sentinel_url(str(url))
+            url = str(url)
+        elif cluster_nodes:
             url = f"{CLUSTER_SCHEME}://" + ",".join(f"{host}:{port}" for host, port in cluster_nodes)
             if params.get("db"):
                 raise ConfigurationError("REDIS_PARAMS", f"a Redis Cluster has only database 0, not db={params['db']}")
@@ -130,6 +160,8 @@ class RedisConfig:
             memory_limit=limit,
             embedded_memory=limit or int(machine_memory() * share),
             params=params,
+            sentinels=sentinels,
+            service=service,
         )
 
     def describe(self) -> str:

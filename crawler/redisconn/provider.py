@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.sentinel import MasterNotFoundError, Sentinel
 from redis.driver_info import DriverInfo
 from redis.exceptions import RedisError
 from scrapy import signals
@@ -27,7 +28,7 @@ from crawler.exceptions import FrontierUnavailableError
 from crawler.percrawler import PerCrawler
 from crawler.redisconn import resp
 from crawler.redisconn.batch import BatchedScripts
-from crawler.redisconn.config import RedisConfig
+from crawler.redisconn.config import RedisConfig, parse_sentinel_url
 from crawler.redisconn.embedded import EmbeddedRedisServer
 from crawler.redisconn.link import AnyRedis
 from crawler.redisconn.outage import REDIS_DOWN, OutagePolicy
@@ -134,6 +135,8 @@ class RedisProvider:
                                                f"{self._waited}: {exc}") from None
             logger.info("Frontier Redis Cluster: %s (%d primaries)", self.url, len(client.get_primaries()))
             return client
+        if self.config.sentinels:
+            return await self._connect_sentinel()
         if url is None:
             self.embedded = EmbeddedRedisServer(
                 self.config.embedded_dir, self.config.server_binary, self.config.connect_timeout,
@@ -175,6 +178,27 @@ class RedisProvider:
             await client.aclose()
             raise FrontierUnavailableError(f"Redis at {self.url} refused the connection: {exc}") from None
         logger.info("Frontier Redis: %s", self.url)
+        return client
+
+    async def _connect_sentinel(self) -> AnyRedis:
+        """A client of the primary the sentinels name for the service; after a failover it asks them again."""
+        assert self.config.url is not None
+        _sentinels, service, db, password = parse_sentinel_url(self.config.url)
+        options: dict[str, Any] = {"socket_connect_timeout": self.config.connect_timeout, "health_check_interval": 30,
+                                   **self.config.connection_kwargs()}
+        options.setdefault("password", password or self.config.password)
+        sentinel = Sentinel(list(self.config.sentinels), sentinel_kwargs={  # type: ignore[no-untyped-call]
+            "socket_connect_timeout": self.config.connect_timeout, "socket_timeout": self.config.connect_timeout})
+        client: Redis = sentinel.master_for(service, db=db, decode_responses=False, driver_info=driver_info(),
+                                            max_connections=self.config.max_connections, **options)
+        try:
+            await self.outage.call(f"Redis at {self.url}", client.ping)
+        except (RedisError, OSError) as exc:
+            await client.aclose()
+            reason = "no sentinel named one" if isinstance(exc, MasterNotFoundError) else str(exc)
+            raise FrontierUnavailableError(f"cannot reach the primary of {service!r} through the sentinels at "
+                                           f"{self.url} (REDIS_URL){self._waited}: {reason}") from None
+        logger.info("Frontier Redis: the primary of %r, through the sentinels at %s", service, self.url)
         return client
 
     @property
