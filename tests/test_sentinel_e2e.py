@@ -4,6 +4,7 @@ promote the replica, and the crawl goes on against it: no worker exits, no reque
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import signal
 import subprocess
@@ -112,7 +113,7 @@ def test_a_crawl_goes_on_when_the_primary_under_sentinel_is_killed(
     pages = [e for e in entries if e.path != "/robots.txt"]
     after = [e for e in pages if e.start > killed_at]
     starts = sorted(e.start for e in entries)
-    gap = max((b - a for a, b in zip(starts, starts[1:]) if b > killed_at - 5), default=0.0)
+    gap = max((b - a for a, b in itertools.pairwise(starts) if b > killed_at - 5), default=0.0)
     fetched = {(e.host, e.path) for e in pages}
     report = politeness(entries, min_gap=delay)
     print(f"\nsentinel failover: {len(pages)} page requests ({len(fetched)} distinct of {len(reachable)} "
