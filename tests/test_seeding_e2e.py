@@ -4,6 +4,7 @@ in bounded batches, and a run interrupted mid-way is finished by running the sam
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import time
@@ -65,3 +66,34 @@ def test_a_million_seeds_stream_in_and_a_rerun_after_an_interruption_adds_only_t
     assert report["lines"] == SEEDS + 4
     assert int(client.get(queued) or 0) == SEEDS
     assert int(client.get(FrontierKeys(crawl_id).key("seencount")) or 0) == SEEDS
+
+
+def test_on_a_terminal_seeding_shows_its_progress(redis_server: RedisServer, crawl_id: str, tmp_path: Path) -> None:
+    """Its standard error a terminal (a pty), the command rewrites one progress line in place."""
+    import os
+    import pty
+
+    seeds = write_seeds(tmp_path / "seeds.txt", 25_000)
+    leader, follower = pty.openpty()
+    try:
+        result = subprocess.run(seed_command(seeds, redis_server.url, crawl_id), cwd=ROOT, env=crawl_env(),
+                                stdout=subprocess.PIPE, stderr=follower, timeout=300, check=False)
+        os.close(follower)
+        follower = -1
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        if follower >= 0:
+            os.close(follower)
+        os.close(leader)
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["added"] == 25_000
+    assert re.search(rb"\r[\d,]+ lines, [\d.]+ MiB: [\d,]+ added, [\d,]+ known, [\d,]+ dropped \([\d,]+ lines/s\)",
+                     shown), shown[-500:]
