@@ -97,3 +97,43 @@ def test_on_a_terminal_seeding_shows_its_progress(redis_server: RedisServer, cra
     assert json.loads(result.stdout)["added"] == 25_000
     assert re.search(rb"\r[\d,]+ lines, [\d.]+ MiB: [\d,]+ added, [\d,]+ known, [\d,]+ dropped \([\d,]+ lines/s\)",
                      shown), shown[-500:]
+
+
+def test_a_crawls_seeds_file_is_handed_to_the_frontier_as_it_is_read(
+    redis_server: RedisServer, crawl_id: str, tmp_path: Path, mockweb_factory: Any
+) -> None:
+    """`scrapy crawl web -a seeds=FILE` with 60,000 seeds: every one reaches the shared frontier (its seen
+    set counts them) while the crawl runs politely; drained, the worker closes."""
+    from support.mockweb import WebSpec, host_ip
+
+    web = mockweb_factory(WebSpec(hosts=300, sizes="uniform:2", fanout=0, nav=0, cross=0))
+    seeds = tmp_path / "seeds.txt"
+    with seeds.open("w") as out:
+        for i in range(60_000):
+            out.write(f"http://{host_ip(i % 300)}:{web.port}/p/{i // 300}?seed={i}\n")
+    command = crawl_command("-a", f"seeds={seeds}", settings={"REDIS_URL": redis_server.url,
+                                                              "FRONTIER_CRAWL_ID": crawl_id})
+    crawl = subprocess.Popen(command, cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True)
+    client = redis_server.client()
+    seen = FrontierKeys(crawl_id).key("seencount")
+    try:
+        deadline = time.monotonic() + 300
+        while int(client.get(seen) or 0) < 60_000:
+            assert crawl.poll() is None, (crawl.stderr.read() if crawl.stderr else "")[-3000:]
+            assert time.monotonic() < deadline, f"{client.get(seen)} seeds in"
+            time.sleep(0.2)
+        drained = subprocess.run([*crawl_command()[:3], "frontier", "drain", "-s", f"REDIS_URL={redis_server.url}",
+                                  "-s", f"FRONTIER_CRAWL_ID={crawl_id}"], cwd=ROOT, env=crawl_env(),
+                                 capture_output=True, text=True, timeout=60, check=False)
+        assert drained.returncode == 0, drained.stderr[-2000:]
+        _, stderr = crawl.communicate(timeout=120)
+    finally:
+        if crawl.poll() is None:
+            crawl.kill()
+    assert crawl.returncode == 0, stderr[-3000:]
+    assert int(client.get(seen) or 0) == 60_000
+    from support.mockweb import politeness
+
+    report = politeness(web.entries(), min_gap=1.0)  # FRONTIER_MIN_DELAY, as shipped
+    assert report.overlaps == 0 and report.short_gaps == 0, report
