@@ -333,7 +333,7 @@ def test_a_sentinel_url_names_the_sentinels_the_service_and_the_database() -> No
     assert parse_sentinel_url("redis+sentinel://:s3cret@10.0.0.1:26379,10.0.0.2:26379/crawl/2") == (
         (("10.0.0.1", 26379), ("10.0.0.2", 26379)), "crawl", 2, "s3cret")
     config = RedisConfig.from_settings(project(REDIS_URL="redis+sentinel://h1:26379,h2:26380/crawl"), "web")
-    assert (config.sentinels, config.service, config.cluster_nodes) == ((("h1", 26379), ("h2", 26380)), "crawl", ())
+    assert (config.sentinels, config.cluster_nodes) == ((("h1", 26379), ("h2", 26380)), ())
     for url, message in (("redis+sentinel://h1:26379", "names no Sentinel service"),
                          ("redis+sentinel://h1:26379/crawl/x", "is not a database number"),
                          ("redis+sentinel://h1/crawl", "is not host:port")):

@@ -93,9 +93,8 @@ class RedisConfig:
     embedded_memory: int = 0
     #: Connection options from ``REDIS_PARAMS`` (redis-py's keyword arguments); never printed.
     params: dict[str, Any] = field(default_factory=dict, repr=False)
-    #: The sentinels to ask and the service whose primary holds the crawl (empty: no Sentinel).
+    #: The sentinels to ask for the primary of the URL's service (empty: no Sentinel).
     sentinels: tuple[tuple[str, int], ...] = ()
-    service: str = ""
 
     def connection_kwargs(self) -> dict[str, Any]:
         """What the frontier's connections to a server of ours (not the embedded one) are given."""
@@ -114,9 +113,8 @@ class RedisConfig:
                 raise ConfigurationError("REDIS_CLUSTER_NODES", "set either REDIS_URL or REDIS_CLUSTER_NODES, not both")
             cluster_nodes = parse_cluster_nodes(str(nodes_text), "REDIS_CLUSTER_NODES")
         sentinels: tuple[tuple[str, int], ...] = ()
-        service = ""
         if url is not None and str(url).startswith(SENTINEL_SCHEME + "://"):
-            sentinels, service, _, _ = parse_sentinel_url(str(url))
+            sentinels = parse_sentinel_url(str(url))[0]
             url = str(url)
         elif cluster_nodes:
             url = f"{CLUSTER_SCHEME}://" + ",".join(f"{host}:{port}" for host, port in cluster_nodes)
@@ -161,7 +159,6 @@ class RedisConfig:
             embedded_memory=limit or int(machine_memory() * share),
             params=params,
             sentinels=sentinels,
-            service=service,
         )
 
     def describe(self) -> str:
