@@ -11,7 +11,7 @@ empty :=
 space := $(empty) $(empty)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: crawl test lint unit compat docs reference venv replay-venv redis-server redis-sentinel chromium nginx prometheus bench scale clean
+.PHONY: crawl test lint unit compat docs reference wheel egg venv replay-venv redis-server redis-sentinel chromium nginx prometheus bench scale clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
@@ -79,6 +79,14 @@ prometheus:
 		echo "Installing prometheus with apt-get (the deploy/ checks and the fleet test)"; \
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq prometheus >/dev/null; }
+
+## make wheel egg: dist/crawler-<version>-*.whl (pip install it anywhere) and dist/crawler.egg (Scrapyd's
+## addversion.json), as docs/fleet.md deploys them
+wheel: venv
+	$(BIN)/pip wheel -q --no-deps -w dist .
+
+egg: venv
+	$(BIN)/scrapyd-deploy --build-egg dist/crawler.egg >/dev/null
 
 ## make crawl SEEDS=seeds.txt | make crawl URLS="https://a.example/ https://b.example/"
 ##   [USER_AGENT="mybot/1.0 (+https://example.org/bot)"] [ARGS="-s NAME=VALUE"]
