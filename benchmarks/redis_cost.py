@@ -21,7 +21,9 @@ stage's instructions per request, and the last row is the crawl path alone
 (frontier, robots.txt, seen set).
 
 Needs ``valgrind`` (Debian: ``apt-get install valgrind``). Usage:
-``python benchmarks/redis_cost.py [--pages 3000] [--stages] [--checkout DIR ...]``.
+``python benchmarks/redis_cost.py [--pages 3000] [--stages] [--annotate N] [--checkout DIR ...]``
+(``--annotate N``: the N functions of redis-server with the most instructions, their callees
+counted in, for each crawl: where Redis' time goes).
 """
 
 from __future__ import annotations
@@ -68,10 +70,24 @@ def control(server: subprocess.Popen[bytes], *args: str) -> None:
                    stderr=subprocess.DEVNULL, check=True)
 
 
+def top_functions(dumps: list[Path], count: int) -> str:
+    """The ``count`` named functions of redis-server with the most instructions, their callees counted in
+    (``callgrind_annotate --inclusive=yes``, one dump at a time, summed), each with its share."""
+    totals: dict[str, int] = {}
+    for dump in dumps:
+        text = subprocess.run(["callgrind_annotate", "--inclusive=yes", str(dump)], capture_output=True, text=True,
+                              check=True).stdout
+        for match in re.finditer(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+\S*?:([A-Za-z_][\w']*) ", text, re.MULTILINE):
+            totals[match.group(2)] = totals.get(match.group(2), 0) + int(match.group(1).replace(",", ""))
+    whole = max(totals.values(), default=1)
+    rows = sorted(totals.items(), key=lambda item: -item[1])[:count]
+    return "\n".join(f"  {share / whole:6.1%}  {name}" for name, share in rows)
+
+
 def crawl(checkout: Path, web: Web, seeds: Path, pages: int, workdir: Path,
-          settings: tuple[str, ...]) -> tuple[int, int, int, float]:
+          settings: tuple[str, ...], annotate: int = 0) -> tuple[int, int, int, float]:
     """One crawl of ``pages`` pages against a counted redis-server: (pages, robots.txt requests,
-    instructions, seconds)."""
+    instructions, seconds); ``annotate``: print that many of the functions it spent them in."""
     port = free_port()
     out = workdir / f"callgrind.{uuid.uuid4().hex[:8]}"
     server = subprocess.Popen(
@@ -105,7 +121,10 @@ def crawl(checkout: Path, web: Web, seeds: Path, pages: int, workdir: Path,
     finally:
         server.terminate()
         server.wait(timeout=120)
-    instructions = sum(program_total(dump) for dump in workdir.glob(f"{out.name}*") if dump.stat().st_size)
+    dumps = [dump for dump in workdir.glob(f"{out.name}*") if dump.stat().st_size]
+    instructions = sum(program_total(dump) for dump in dumps)
+    if annotate:
+        print(top_functions(dumps, annotate), flush=True)
     robots = sum(1 for entry in entries if entry.path == "/robots.txt")
     return len(entries) - robots, robots, instructions, seconds
 
@@ -116,6 +135,9 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=300,
                         help="hosts of the 5 KB web (few: robots.txt is a steady share of the requests)")
     parser.add_argument("--stages", action="store_true", help="also each stage's share (three more crawls each)")
+    parser.add_argument("--annotate", type=int, default=0, metavar="N",
+                        help="print the N functions of redis-server with the most instructions (callees counted "
+                             "in), per crawl")
     parser.add_argument("--checkout", type=Path, action="append", default=[],
                         help="another checkout to count the same way (repeatable)")
     args = parser.parse_args()
@@ -131,7 +153,8 @@ def main() -> None:
         print(f"{'checkout':<24} {'run':<27} {'pages':>6} {'robots':>6} {'seconds':>7} {'k instructions/page':>20}")
         for checkout in checkouts:
             for label, settings in STAGES if args.stages else STAGES[:1]:
-                pages, robots, instructions, seconds = crawl(checkout, web, seeds, args.pages, workdir, settings)
+                pages, robots, instructions, seconds = crawl(checkout, web, seeds, args.pages, workdir, settings,
+                                                            args.annotate)
                 print(f"{str(checkout)[-24:]:<24} {label:<27} {pages:>6} {robots:>6} {seconds:>7.0f} "
                       f"{instructions / max(1, pages) / 1000:>20.1f}", flush=True)
     finally:

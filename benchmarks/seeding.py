@@ -82,8 +82,9 @@ def main() -> None:
             client.config_resetstat()
             report, seconds, peak = run_seed(seeds, port)
             slow = [e for e in client.slowlog_get(1_000_000)
-                    if e["command"].split(b" ", 1)[0].upper() in (b"EVALSHA", b"EVAL")]
-            calls = client.info("commandstats").get("cmdstat_evalsha", {"calls": 0, "usec": 0})
+                    if e["command"].split(b" ", 1)[0].upper() in (b"FCALL", b"EVALSHA", b"EVAL")]
+            stats = client.info("commandstats")
+            calls = stats.get("cmdstat_fcall") or stats.get("cmdstat_evalsha", {"calls": 0, "usec": 0})
             print(f"{run}: {report['added']:,} added, {report['known']:,} known, dropped {report['dropped']}; "
                   f"{seconds:.1f} s, {args.urls / seconds:,.0f} seeds/s; peak RSS {peak:,.0f} MiB")
             longest = max((e["duration"] for e in slow), default=0) / 1000

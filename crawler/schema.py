@@ -235,54 +235,18 @@ def _words(code: str) -> set[str]:
     return set(_WORD.findall(_COMMENT.sub("", code)))
 
 
-#: The end of a script's ``many`` form (:func:`compose`): its body is the function ``one``, called
-#: for each call packed in ARGV (each call's argument count, then its arguments; a count is read as a
-#: number once a run: calls of one script repeat it). The reply is the
-#: calls' replies in order, an error reply in place of a call that raised one (its writes before
-#: the error stay, as they would in a call of its own). Redis runs a script's text, its helper
-#: definitions included, on every call (about 40,000 instructions before its first line, a third
-#: of a URL record's store): item pipelines send their calls of one event-loop turn as one
-#: (:class:`crawler.redisconn.batch.BatchedScripts`).
-MANY_CALLS = """
-local replies, counts, at, total = {}, {}, 1, #ARGV{open_states}
-while at <= total do
-  local n = counts[ARGV[at]]
-  if not n then
-    n = tonumber(ARGV[at])
-    counts[ARGV[at]] = n
-  end
-  local ok, reply = pcall(one, {unpack(ARGV, at + 1, at + n)})
-  if not ok then
-    reply = type(reply) == 'table' and reply.err and reply or {err = tostring(reply)}
-  elseif reply == nil then
-    reply = false
-  end
-  replies[#replies + 1] = reply
-  at = at + n + 1
-end{flush_states}
-return replies"""
-
-
-def compose(shebang: str, body: str, *, common: bool = True, many: bool = False) -> str:
-    """A script as it is loaded: ``shebang``, the schema entries it names as literals, the shared
-    helpers of ``crawler/frontier/lua/common.lua`` it uses (directly or through another helper;
-    none unless ``common``), then ``body``. Only what is used is defined: Redis runs a script's
-    whole text, every helper definition included, on each call. ``many``: the body is a function
-    of its ARGV, run for each of many calls (:data:`MANY_CALLS`)."""
+def compose(shebang: str, body: str, *, common: bool = True) -> str:
+    """Lua code as one script (``EVAL``): ``shebang``, the schema entries it names as literals, the
+    shared helpers of ``crawler/frontier/lua/common.lua`` it uses (directly or through another
+    helper; none unless ``common``), then ``body``. The crawl calls its library's functions
+    (:func:`compose_library`); a single script is how tests and an operator's ``redis-cli --eval``
+    try a helper on a server."""
     tables = _tables()
     body = _with_literals(body, tables)
     helpers = _definitions(
         _with_literals((resources.files("crawler.frontier") / "lua" / "common.lua").read_text(encoding="utf-8"),
                        tables)) if common else []
     wanted, chosen = _chosen(helpers, _words(body))
-    if many:
-        # Linear-hashing states stay open for the run (common.lua, LH_RUN) and are saved at its end.
-        states = "lh_open" in wanted
-        if states:
-            wanted, chosen = _chosen(helpers, wanted | {"lh_flush"})
-        driver = MANY_CALLS.replace("{open_states}", "\nLH_RUN = {}" if states else "")
-        driver = driver.replace("{flush_states}", "\nlh_flush()" if states else "")
-        body = f"local function one(ARGV)\n{body}\nend\n{driver}"
     prelude = [f"local {table} = {{{', '.join(f'{name} = {value}' for name, value in entries.items())}}}"
                for table, entries in tables.items() if table in wanted]
     prelude += [f"local {name} = {value}" for name, value in _constants().items() if name in wanted]
@@ -302,17 +266,103 @@ def _chosen(helpers: list[tuple[str, str]], wanted: set[str]) -> tuple[set[str],
     return wanted, chosen
 
 
-def script_source(package: str, name: str, *, common: bool = True, many: bool = False) -> str:
-    """A Lua script of ``package`` (``crawler.frontier``: ``lua/<name>.lua``) as it is loaded
-    (:func:`compose`): its ``#!lua`` line (the script's flags, Redis 7), the schema entries it
-    names, the shared helpers it uses unless ``common`` is false, then the script; ``many``: the
-    form that runs many calls of it in one (:data:`MANY_CALLS`).
+# -- the scripts as one function library (Redis 7 functions) ----------------------------------
 
-    Every script starts with ``#!lua``: Redis then refuses a script that would write while memory
-    is over ``maxmemory`` before it starts, never halfway (``allow-oom`` is never given).
-    """
-    script = (resources.files(package) / "lua" / f"{name}.lua").read_text(encoding="utf-8")
-    shebang, _, body = script.partition("\n")
+#: Every script of the crawl, by package (``lua/<name>.lua``): the function library's functions.
+LIBRARY_SCRIPTS: dict[str, tuple[str, ...]] = {
+    "crawler.frontier": ("enqueue", "claim", "ack", "release", "revive", "drain", "touch", "schedule", "backlog"),
+    "crawler.metadata": ("urlmeta", "record"),
+    "crawler.dedup": ("dedup",),
+    "crawler.ops": ("lead",),
+    "crawler.render": ("place",),
+}
+#: Scripts with a ``_many`` function besides their own (:data:`_LIBRARY_MANY`).
+LIBRARY_MANY = ("dedup", "urlmeta", "schedule")
+#: The library's name in Redis (``FUNCTION LIST``) and its functions' prefix.
+LIBRARY_NAME = "crawler"
+
+#: The ``_many`` function of a script: the calls of one script with the same keys packed in ARGV (each
+#: call's argument count, then its arguments; a count is read as a number once a run: calls of one
+#: script repeat it), each run by the script's own function in turn. The reply is the calls' replies in
+#: order, an error reply in place of a call that raised one (its writes before the error stay, as they
+#: would in a call of its own). Linear-hashing states stay open for the run (common.lua, LH_RUN) and are
+#: saved at its end. Item pipelines send their calls of one event-loop turn this way
+#: (:class:`crawler.redisconn.batch.BatchedScripts`).
+_LIBRARY_MANY = """
+local function {name}_many(KEYS, ARGV)
+  NUMBERS, LH_RUN = {{}}, {{}}
+  local replies, counts, at, total = {{}}, {{}}, 1, #ARGV
+  while at <= total do
+    local n = counts[ARGV[at]]
+    if not n then
+      n = tonumber(ARGV[at])
+      counts[ARGV[at]] = n
+    end
+    local ok, reply = pcall(s_{name}, KEYS, {{unpack(ARGV, at + 1, at + n)}})
+    if not ok then
+      reply = type(reply) == 'table' and reply.err and reply or {{err = tostring(reply)}}
+    elseif reply == nil then
+      reply = false
+    end
+    replies[#replies + 1] = reply
+    at = at + n + 1
+  end
+  lh_flush()
+  LH_RUN = false
+  return replies
+end"""
+
+
+def function_name(script: str, *, many: bool = False, library: str = LIBRARY_NAME) -> str:
+    """The library function that runs ``script`` (``enqueue`` -> ``crawler_enqueue``)."""
+    return f"{library}_{script}_many" if many else f"{library}_{script}"
+
+
+def compose_library(library: str, scripts: dict[str, str], many: tuple[str, ...], version: str, *,
+                    common: bool = True) -> str:
+    """Scripts (name -> text, each starting with its ``#!lua`` line) as one Redis function library
+    (``FUNCTION LOAD``): the schema tables and the shared helpers of ``common.lua`` (unless ``common``
+    is false) defined once, when the library loads, where a script (``EVAL``) runs its whole text,
+    helper definitions included, on every call. Each script's body becomes a function of (KEYS, ARGV)
+    registered as :func:`function_name` with the flags of its ``#!lua`` line (none: may write, refused
+    before it starts while Redis is over ``maxmemory``); those named in ``many`` get a ``_many``
+    function too (:data:`_LIBRARY_MANY`); ``<library>_version`` (no writes) answers ``version``.
+
+    What a script keeps for one run (``NUMBERS``, ``LH_RUN`` in common.lua) is reset at each call:
+    library locals outlive the call."""
+    tables = _tables()
+    parts = [f"#!lua name={library}"]
+    if common:
+        parts += [f"local {table} = {{{', '.join(f'{name} = {value}' for name, value in entries.items())}}}"
+                  for table, entries in tables.items()]
+        parts += [f"local {name} = {value}" for name, value in _constants().items()]
+        parts.append(_with_literals(
+            (resources.files("crawler.frontier") / "lua" / "common.lua").read_text(encoding="utf-8"), tables))
+    else:
+        parts.append("local NUMBERS, LH_RUN = {}, false\nlocal function lh_flush() end")
+    registered: list[str] = []
+    for name, script in scripts.items():
+        shebang, _, body = script.partition("\n")
+        flags = _flags(shebang, f"{library} script {name}")
+        parts.append(f"local function s_{name}(KEYS, ARGV)\n{_with_literals(body, tables)}\nend")
+        registered.append(_register(function_name(name, library=library),
+                                    f"function(KEYS, ARGV) NUMBERS, LH_RUN = {{}}, false "
+                                    f"return s_{name}(KEYS, ARGV) end", flags))
+        if name in many:
+            parts.append(_LIBRARY_MANY.format(name=name))
+            registered.append(_register(function_name(name, many=True, library=library), f"{name}_many", flags))
+    registered.append(_register(f"{library}_version", f"function() return {_lua_string(version)} end",
+                                ("no-writes",)))
+    return "\n".join([*parts, *registered]) + "\n"
+
+
+def _flags(shebang: str, where: str) -> tuple[str, ...]:
     if not shebang.startswith("#!lua"):
-        raise ValueError(f"{package} lua/{name}.lua must start with a #!lua line (its flags)")
-    return compose(shebang, body, common=common, many=many)
+        raise ValueError(f"{where} must start with a #!lua line (its flags)")
+    match = re.search(r"flags=(\S+)", shebang)
+    return tuple(match.group(1).split(",")) if match else ()
+
+
+def _register(name: str, callback: str, flags: tuple[str, ...]) -> str:
+    listed = ", ".join(_lua_string(flag) for flag in flags)
+    return f"redis.register_function{{function_name = '{name}', callback = {callback}, flags = {{{listed}}}}}"

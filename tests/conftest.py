@@ -244,6 +244,20 @@ def stat(result: CrawlResult, key: str) -> int:
     return int(result.stats.get(key, 0))
 
 
+def load_library(client: Any) -> None:
+    """The crawler's Lua function library on the server of ``client`` (a synchronous client), loaded if it
+    is not (a test reading what a crawl left, after the crawl's server restarted without it)."""
+    from crawler.redisconn.functions import crawler_library
+
+    library = crawler_library()
+    try:
+        if client.fcall("crawler_version", 0) == library.version.encode():
+            return
+    except redis.exceptions.ResponseError:
+        pass
+    client.function_load(library.source, replace=True)
+
+
 def url_record(client: Any, crawl_id: str, url: str, shards: int = 1) -> Any:
     """The stored record (:class:`crawler.metadata.record.UrlRecord`) of a normalized URL of a
     crawl of ``shards`` shards, read with the crawler's own record script; None when it has none."""
@@ -251,12 +265,11 @@ def url_record(client: Any, crawl_id: str, url: str, shards: int = 1) -> Any:
 
     from crawler.frontier.shards import ShardRouter
     from crawler.metadata.record import UrlRecord
-    from crawler.schema import script_source
     from crawler.urls import url_fingerprint, url_key
 
     keys = ShardRouter(crawl_id, shards).keys_for(urlsplit(url).hostname or "")
-    (packed,) = client.eval(script_source("crawler.metadata", "record"), 1, keys.lh("url"), keys.prefix,
-                            url_key(url_fingerprint(url)))
+    load_library(client)
+    (packed,) = client.fcall("crawler_record", 1, keys.lh("url"), keys.prefix, url_key(url_fingerprint(url)))
     return UrlRecord.unpack(packed) if packed else None
 
 

@@ -20,7 +20,7 @@ from crawler.frontier.compact import LH_MOD, LinearHash, lh_hash
 from crawler.frontier.keys import LAYOUT_VERSION, FrontierKeys
 from crawler.frontier.shards import ShardRouter, check_crawl_metadata
 from crawler.metadata.record import KIND_OTHER, UrlRecord, UrlState
-from crawler.schema import compose, script_source
+from crawler.schema import compose
 from crawler.urls import url_fingerprint, url_key
 from tests.conftest import RedisServer
 
@@ -113,14 +113,13 @@ def test_many_calls_in_one_run_share_the_linear_hashing_state_and_save_it_once(r
     the end (splits write theirs at once): after runs of 100 calls of 3 keys each, with a call failing
     in the middle, the state counts every key added, each is in the bucket Python computes, and the
     structure split as it grew. The plain form is unchanged (it writes at every call)."""
-    from crawler.schema import compose
+    from crawler.redisconn.functions import FunctionLibrary
 
     client = redis_server.client()
     keys = FrontierKeys(f"lh-many-{random.getrandbits(32)}")
     base = keys.exact(0)[:-1]
-    body = "if ARGV[3] == 'fail' then\n  error('a failing call')\nend\n" + _lh_adds(4) + "return lh.n\n"
-    many = compose("#!lua", body, many=True)
-    assert "LH_RUN = {}" in many and "lh_flush()" in many
+    body = "#!lua\nif ARGV[3] == 'fail' then\n  error('a failing call')\nend\n" + _lh_adds(4) + "return lh.n\n"
+    client.function_load(FunctionLibrary("lhtest", {"adds": body}, many=("adds",)).source, replace=True)
     rng = random.Random(7)
     added: list[int] = []
     sets = 0
@@ -132,7 +131,7 @@ def test_many_calls_in_one_run_share_the_linear_hashing_state_and_save_it_once(r
             if call != 50:
                 added += batch  # type: ignore[arg-type]
         before = int(client.info("commandstats").get("cmdstat_set", {}).get("calls", 0))
-        replies = client.eval(many, 1, keys.lh("seen"), *packed)
+        replies = client.fcall("lhtest_adds_many", 1, keys.lh("seen"), *packed)
         sets += int(client.info("commandstats").get("cmdstat_set", {}).get("calls", 0)) - before
         assert isinstance(replies[50], ResponseError) and "a failing call" in str(replies[50])
         assert replies[99] == len(added)  # the count carried from call to call within the run
@@ -142,11 +141,9 @@ def test_many_calls_in_one_run_share_the_linear_hashing_state_and_save_it_once(r
     # Written at each split and once per run, not once per call (990 calls).
     assert sets < 990
     assert _members_in_place(client, keys, lh) == 2970
-    # The plain form of the same body writes its state at every call.
-    plain = compose("#!lua", body)
-    assert "LH_RUN = {}" not in plain
+    # A single call of the same script (after the runs: its state is not theirs) writes its state at once.
     extra = [signed(rng.getrandbits(64)) for _ in range(3)]
-    assert client.eval(plain, 1, keys.lh("seen"), keys.prefix, base, *extra) == 2973
+    assert client.fcall("lhtest_adds", 1, keys.lh("seen"), keys.prefix, base, *extra) == 2973
     assert LinearHash.parse(client.get(keys.lh("seen"))).entries == 2973  # type: ignore[arg-type]
 
 
@@ -183,34 +180,6 @@ return out
     # The host's name (9 bytes) became a 3-byte number, the same one again for the same host.
     assert answer[0::3] == [len(packed[0]) - 6, len(packed[2]) - 6, len(packed[0]) - 6]
     assert client.hlen(prefix + "hostid") == 2
-
-
-def test_a_script_is_refused_before_its_first_write_when_redis_is_full(tmp_path: object) -> None:
-    """Every script carries flags (``#!lua``): over maxmemory Redis refuses one that may write before
-    it runs, so a crawl never sees a script stopped halfway (its writes so far kept)."""
-    from pathlib import Path
-
-    server = RedisServer(Path(str(tmp_path)) / "full")
-    server.start()
-    try:
-        client = server.client()
-        client.set("victim", "v")
-        client.config_set("maxmemory", "2mb")
-        client.config_set("maxmemory-policy", "noeviction")
-        with pytest.raises(redis.exceptions.OutOfMemoryError):
-            for i in range(100_000):
-                client.set(f"fill:{i}", "x" * 1000)
-        before = client.dbsize()
-        # A DEL is allowed over maxmemory, a SET is not: a script without flags would delete the
-        # victim and then fail at the SET, half done.
-        with pytest.raises(redis.exceptions.OutOfMemoryError):
-            probe(client, "redis.call('DEL', 'victim') redis.call('SET', 'first', '1') return 1", [])
-        assert client.dbsize() == before and client.exists("victim") and not client.exists("first")
-        # A script without writes (flags=no-writes: the record reader) still runs.
-        keys = FrontierKeys("full")
-        assert client.eval(script_source("crawler.metadata", "record"), 1, keys.lh("url"), keys.prefix, 1) == [b""]
-    finally:
-        server.stop()
 
 
 def test_a_crawl_of_the_first_layout_is_refused_with_the_way_to_start_over(redis_server: RedisServer) -> None:

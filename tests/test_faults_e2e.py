@@ -351,15 +351,16 @@ def test_batched_replies_keep_errors_in_place_and_time_out_as_a_whole(redis_serv
 
 
 def test_plain_commands_and_scripts_queued_together_go_in_one_batch(redis_server: RedisServer) -> None:
-    """The shared batcher (robots.txt records, render marks): commands and script calls queued in one turn of
-    the event loop are one write; each gets its own reply, an error only its own; a flushed script cache is
-    reloaded and the batch sent again."""
+    """The shared batcher (robots.txt records, render marks): commands and function calls queued in one turn of
+    the event loop are one write; each gets its own reply, an error only its own; flushed functions are
+    loaded again and the batch sent again."""
     import asyncio
 
     from redis.asyncio import Redis
     from redis.exceptions import ResponseError
 
     from crawler.redisconn.batch import BatchedScripts
+    from crawler.redisconn.functions import FunctionLibrary
 
     class Counted(BatchedScripts):
         writes = 0
@@ -372,8 +373,9 @@ def test_plain_commands_and_scripts_queued_together_go_in_one_batch(redis_server
         client = Redis.from_url(redis_server.url)
         await client.delete("bc:list", *(f"bc:{i}" for i in range(40)))
         await client.rpush("bc:list", "x")
-        batch = Counted(client, {"double": "return tonumber(ARGV[1]) * 2"})
-        await client.script_flush()
+        batch = Counted(client, FunctionLibrary("bctest", {"double": "#!lua\nreturn tonumber(ARGV[1]) * 2"},
+                                                common=False))
+        await client.function_flush()
         sets = [batch.command(b"SET", f"bc:{i}", i) for i in range(40)]
         wrong = batch.command(b"INCR", "bc:list")  # WRONGTYPE: its own error
         doubled = batch.call("double", ["bc:0"], [21])
@@ -389,49 +391,50 @@ def test_plain_commands_and_scripts_queued_together_go_in_one_batch(redis_server
     assert replies[40] == 42
     assert replies[41:] == [str(i).encode() for i in range(40)]
     assert isinstance(error, ResponseError) and "WRONGTYPE" in str(error)
-    assert writes == 2  # one batch, sent again once after the script was found missing
+    assert writes == 2  # one batch, sent again once after the function was found missing
 
 
 def test_calls_of_a_script_with_a_many_form_go_as_one_call(redis_server: RedisServer) -> None:
     """Item pipelines' scripts (duplicate check, URL record, schedule) have a form that runs many calls in one:
-    the calls of one turn with the same keys are one EVALSHA; each still gets its own reply (nil, a list, an
+    the calls of one turn with the same keys are one FCALL; each still gets its own reply (nil, a list, an
     error raised by the script or by a command it ran: only its own); other keys are a call of their own; the
-    many form is reloaded when the script cache was flushed."""
+    library is loaded again when the server's functions were flushed."""
     import asyncio
 
     from redis.asyncio import Redis
     from redis.exceptions import ResponseError
 
     from crawler.redisconn.batch import BatchedScripts
-    from crawler.schema import compose
+    from crawler.redisconn.functions import FunctionLibrary
 
-    body = """if ARGV[1] == 'fail' then error('failed on purpose') end
+    body = """#!lua
+if ARGV[1] == 'fail' then error('failed on purpose') end
 if ARGV[1] == 'wrong' then return redis.call('INCR', KEYS[1]) end
 if ARGV[1] == 'nil' then return nil end
 redis.call('RPUSH', KEYS[1] .. ':seen', ARGV[1])
 return {ARGV[1], #ARGV}"""
-    one, many = compose("#!lua", body, common=False), compose("#!lua", body, common=False, many=True)
+    library = FunctionLibrary("mctest", {"echo": body}, many=("echo",), common=False)
 
-    async def evalsha_calls(client: Redis) -> int:
+    async def fcalls(client: Redis) -> int:
         stats = await client.info("commandstats")
-        return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
+        return int(stats.get("cmdstat_fcall", {}).get("calls", 0))
 
     async def run() -> tuple[list[Any], int, list[bytes], list[Any], int]:
         client = Redis.from_url(redis_server.url)
         await client.delete("mc:a", "mc:a:seen", "mc:b:seen")
         await client.rpush("mc:a", "x")  # INCR on a list: WRONGTYPE
-        scripts = BatchedScripts(client, {"echo": one}, many={"echo": many})
+        scripts = BatchedScripts(client, library)
         await scripts.load()
-        before = await evalsha_calls(client)
+        before = await fcalls(client)
         args = ["x0", "fail", "x1", "nil", "wrong", "x2"]
         calls = [scripts.call("echo", ["mc:a"], [arg, "extra"]) for arg in args]
         other = scripts.call("echo", ["mc:b"], ["y"])
         replies = await asyncio.gather(*calls, other, return_exceptions=True)
-        after = await evalsha_calls(client)
+        after = await fcalls(client)
         seen = await client.lrange("mc:a:seen", 0, -1)
-        await client.script_flush()
+        await client.function_flush()
         again = await asyncio.gather(*(scripts.call("echo", ["mc:a"], [f"z{i}"]) for i in range(3)))
-        last = await evalsha_calls(client)
+        last = await fcalls(client)
         await scripts.close()
         await client.aclose()
         return replies, after - before, seen, again, last - after
@@ -445,7 +448,7 @@ return {ARGV[1], #ARGV}"""
     assert replies[6] == [b"y", 1]
     assert seen == [b"x0", b"x1", b"x2"]  # each call's writes, in order, the failed ones' none
     assert again == [[b"z0", 1], [b"z1", 1], [b"z2", 1]]
-    assert resent == 2  # refused (no script), reloaded, sent again: still one call
+    assert resent == 3  # refused (no function), the version asked, loaded, sent again: still one call
 
 
 def test_components_opening_together_share_one_batcher(redis_server: RedisServer) -> None:

@@ -565,20 +565,23 @@ def test_the_lua_scripts_build_keys_and_read_records_only_through_the_schema() -
 
 
 def test_a_script_is_loaded_with_the_schema_as_literals_and_only_the_helpers_it_uses() -> None:
-    """Redis runs a script's whole text on every call: compose() defines no schema table and no
-    helper the script does not use (directly or through another helper), and refuses a name the
-    schema does not have."""
-    from crawler.schema import compose, script_source
+    """A single script (EVAL: tests, redis-cli --eval) runs its whole text on every call: compose() defines
+    no schema table and no helper the script does not use (directly or through another helper), and refuses
+    a name the schema does not have; the crawl's function library defines each once."""
+    from crawler.redisconn.functions import crawler_library
+    from crawler.schema import compose
 
     source = compose("#!lua", "return {P .. K.ready, URLREC.flags, lh_hash(ARGV[1])}")
     assert source.startswith("#!lua\n")
     assert "'ready'" in source and "K.ready" not in source and "local K =" not in source
     assert "local function lh_hash" in source and "local LH_MOD" in source  # lh_hash needs LH_MOD
     assert "local function due_insert" not in source and "local function lh_close" not in source
-    schedule = script_source("crawler.frontier", "schedule")
+    # The library (what the crawl loads) defines every helper once, and the schema tables once.
+    library = crawler_library().source
     for helper in ("due_insert", "due_find", "due_remove", "record_unpack", "record_pack", "lh_key", "fmt"):
-        assert f"local function {helper}(" in schedule, helper
-    assert "local function back_pop(" not in schedule and "local function requeue(" not in schedule
+        assert library.count(f"local function {helper}(") == 1, helper
+    assert library.count("local K = {") == 1 and "K.ready" not in library
+    assert library.startswith("#!lua name=crawler\n")
     with pytest.raises(ValueError, match="K.nope"):
         compose("#!lua", "return P .. K.nope")
 

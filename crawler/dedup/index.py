@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 from crawler.frontier.compact import BucketSizes, LinearHash
 from crawler.metadata.record import UrlRecord, UrlState
 from crawler.redisconn.batch import BatchedScripts
-from crawler.schema import script_source
 from crawler.urls import page_fingerprint, url_key
 from crawler.warc.records import sha1_bytes, warc_date_micros
 
@@ -68,10 +67,7 @@ class DedupIndex:
         self.router = router
         #: Write the page's URL record (its URL only) before indexing it: no other pipeline does.
         self.write_records = write_records
-        self.scripts = BatchedScripts(client, {
-            "dedup": script_source("crawler.dedup", "dedup"),
-            "record": script_source("crawler.metadata", "record"),
-        }, many={"dedup": script_source("crawler.dedup", "dedup", many=True)})
+        self.scripts = BatchedScripts(client)
         self.max_distance = max_distance
         self.sizes = sizes or BucketSizes()
 

@@ -35,12 +35,11 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from crawler.exceptions import ConfigurationError
-from crawler.frontier.config import worker_name
 from crawler.frontier.shards import ShardRouter
 from crawler.ops.metrics import CrawlCollector
 from crawler.ops.view import frontier_figures
-from crawler.redisconn.provider import RedisProvider, crawl_id_for
-from crawler.schema import script_source
+from crawler.redisconn.functions import crawler_library
+from crawler.redisconn.provider import RedisProvider, crawl_id_for, worker_name
 from crawler.settings_parsing import get_bool, get_float, setting
 
 if TYPE_CHECKING:
@@ -49,9 +48,6 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
-
-#: Holds, renews or gives up the crawl's lease on exporting the crawl-wide metrics.
-_LEAD = script_source("crawler.ops", "lead", common=False)
 
 
 def parse_ports(value: object) -> tuple[int, int]:
@@ -191,7 +187,7 @@ class MetricsEndpoint:
         while True:
             try:
                 client = await self.provider.client()
-                held = bool(await client.eval(_LEAD, 1, key, self.worker, lease_ms))
+                held = bool(await crawler_library().call(client, "lead", [key], self.worker, lease_ms))
                 self.collector.crawl_wide = held
                 if held:
                     self.collector.frontier = await frontier_figures(client, self.router,
@@ -208,7 +204,8 @@ class MetricsEndpoint:
             # Another worker still crawling takes the crawl-wide gauges over at its next refresh.
             try:
                 client = await self.provider.client()
-                await client.eval(_LEAD, 1, self.router.crawl_keys.crawl_key("metrics_leader"), self.worker, 0)
+                await crawler_library().call(client, "lead", [self.router.crawl_keys.crawl_key("metrics_leader")],
+                                            self.worker, 0)
             except (RedisError, OSError):
                 pass  # the lease lapses by itself
             self.collector.crawl_wide = False

@@ -33,12 +33,12 @@ from redis.exceptions import RedisError
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
-from crawler.frontier.config import FrontierConfig, worker_name
+from crawler.frontier.config import FrontierConfig
 from crawler.frontier.shards import ShardRouter
 from crawler.ops.figures import FrontierFigures, Progress, delta, progress_line, totals_from_stats
 from crawler.ops.timeline import Sample, Timeline
 from crawler.ops.view import frontier_figures
-from crawler.redisconn.provider import RedisProvider, crawl_id_for
+from crawler.redisconn.provider import RedisProvider, crawl_id_for, worker_name
 from crawler.settings_parsing import get_bool, get_float, setting
 
 if TYPE_CHECKING:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -158,11 +156,6 @@ class FrontierConfig:
             slot_overrides=tuple(sorted(parse_slot_overrides(settings.get("DOWNLOAD_SLOTS")).items())),
             idle_before_close=get_float(settings, "FRONTIER_IDLE_BEFORE_CLOSE", minimum=0.0),
         )
-
-
-def worker_name() -> str:
-    """This process's name in the crawl's shared records (progress samples, lease holders): ``<host>-<pid>``."""
-    return f"{socket.gethostname().split('.')[0]}-{os.getpid()}"
 
 
 def _config_of(crawler: Crawler) -> FrontierConfig:

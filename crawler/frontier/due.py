@@ -23,9 +23,7 @@ import asyncio
 from typing import TYPE_CHECKING, NamedTuple
 
 from crawler.frontier.compact import BucketSizes
-from crawler.frontier.store import load_script_source
 from crawler.redisconn.batch import BatchedScripts
-from crawler.schema import script_source
 
 if TYPE_CHECKING:
     from crawler.frontier.shards import ShardRouter
@@ -49,8 +47,7 @@ class DueSchedule:
     def __init__(self, client: AnyRedis, router: ShardRouter, sizes: BucketSizes | None = None) -> None:
         self.router = router
         self.sizes = sizes or BucketSizes()
-        self.scripts = BatchedScripts(client, {"schedule": load_script_source("schedule")},
-                                      many={"schedule": script_source("crawler.frontier", "schedule", many=True)})
+        self.scripts = BatchedScripts(client)
 
     async def open(self) -> None:
         await self.scripts.load()

@@ -6,8 +6,9 @@ priority level, back queues per host and level, the ready heap, sleeping and
 cooling hosts, robots.txt decisions, leases, the seen set, URL records) and
 docs/sizing.md what each costs.
 
-Each multi-key change is one script (``lua/*.lua``, package data, with
-``lua/common.lua`` prepended): enqueue (seen-check + route), claim (expire +
+Each multi-key change is one function of the crawler's Lua library
+(``lua/*.lua``, package data, with ``lua/common.lua``'s helpers defined once;
+:mod:`crawler.redisconn.functions`): enqueue (seen-check + route), claim (expire +
 refill + lease), ack (forget + reschedule host), release (give back unfetched
 leases). :meth:`RedisFrontier.step` sends enqueues, acks, releases, a lease
 renewal and a claim in one pipelined round trip, in that order, so a page's
@@ -16,11 +17,10 @@ outlinks are stored before the page's lease is acked.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Coroutine
 from typing import Any
 
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import ResponseError
 
 from crawler.frontier.compact import BucketSizes
 from crawler.frontier.config import FrontierConfig
@@ -45,8 +45,8 @@ from crawler.frontier.steps import (
 from crawler.frontier.wire import StepCommands
 from crawler.policy.backoff import BackoffPolicy
 from crawler.policy.memory import Admission
+from crawler.redisconn.functions import crawler_library, is_missing
 from crawler.redisconn.link import AnyRedis, KeyConnection, is_slot_error, read_replies
-from crawler.schema import script_source
 from crawler.urls.fingerprint import bloom_positions, url_key
 
 __all__ = [
@@ -64,18 +64,9 @@ __all__ = [
     "Step",
     "StepResult",
     "Touch",
-    "load_script_source",
     "read_counts",
     "read_dead_letters",
 ]
-
-SCRIPT_NAMES = ("enqueue", "claim", "ack", "release", "revive", "drain", "touch", "schedule")
-
-
-def load_script_source(name: str) -> str:
-    """The source of one frontier script, with the shared helpers prepended."""
-    return script_source("crawler.frontier", name)
-
 
 async def read_dead_letters(client: AnyRedis, keys: FrontierKeys, limit: int = 1000) -> list[DeadLetter]:
     """Up to ``limit`` of a shard's dead letters (an HSCAN walk, never a blocking scan)."""
@@ -113,9 +104,8 @@ class RedisFrontier:
         self.keys = keys
         self.config = config
         self.seen = seen or SeenConfig.sized(1_000_000, 0.01)
-        self._sources = {name: load_script_source(name) for name in SCRIPT_NAMES}
-        self._shas = {name: hashlib.sha1(src.encode()).hexdigest() for name, src in self._sources.items()}
-        self._commands = StepCommands(keys, config, self.seen, backoff or BackoffPolicy(), self._shas)
+        self._library = crawler_library()
+        self._commands = StepCommands(keys, config, self.seen, backoff or BackoffPolicy())
         #: The connection steps are sent on (one step at a time; see begin_step):
         #: to the server, or the cluster node, that holds this shard's slot.
         self._link = KeyConnection(client, keys.leases)
@@ -149,8 +139,8 @@ class RedisFrontier:
         await self.client.setbit(self.keys.bloom, self.seen.bloom_bits - 1, 0)
 
     async def load_scripts(self) -> None:
-        for name, source in self._sources.items():
-            self._shas[name] = await self.client.script_load(source)
+        """Make sure the server has the crawler's function library (:mod:`crawler.redisconn.functions`)."""
+        await self._library.reload(self.client)
 
     # -- single operations (each one round trip) -------------------------------------
 
@@ -210,8 +200,10 @@ class RedisFrontier:
     async def _finish(self, commands: list[bytes], order: list[str]) -> StepResult:
         try:
             replies = await self._read(len(commands))
-        except NoScriptError:
-            # Redis lost its script cache (a restart): load the scripts and
+        except ResponseError as exc:
+            if not is_missing(exc):
+                raise
+            # Redis lost its functions (a restart without persistence): load the library and
             # send the step again (enqueue and ack are idempotent enough: a
             # duplicate enqueue is a seen duplicate, a second ack is stale).
             await self.load_scripts()
@@ -259,11 +251,7 @@ class RedisFrontier:
         args: list[Any] = [self.keys.prefix]
         for request_id, blob in entries:
             args += (request_id, blob)
-        try:
-            return int(await self.client.evalsha(self._shas["revive"], 1, self.keys.dead, *args))
-        except NoScriptError:
-            await self.load_scripts()
-            return int(await self.client.evalsha(self._shas["revive"], 1, self.keys.dead, *args))
+        return int(await self._library.call(self.client, "revive", [self.keys.dead], *args))
 
     # -- inspection ------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """The Redis commands of one frontier step, and the step's result from their replies (no I/O).
 
-A :class:`~crawler.frontier.steps.Step` becomes one ``EVALSHA`` per script
-call (enqueues in batches of ``FRONTIER_ENQUEUE_BATCH``) and a ``ZADD XX``
+A :class:`~crawler.frontier.steps.Step` becomes one ``FCALL`` per script
+call (the crawler's function library: :mod:`crawler.redisconn.functions`;
+enqueues in batches of ``FRONTIER_ENQUEUE_BATCH``) and a ``ZADD XX``
 for the lease renewal (with an ``HSET`` naming the leases' worker), encoded once with
 :func:`crawler.redisconn.resp.command`;
 :class:`crawler.frontier.store.RedisFrontier` sends them in one pipelined
@@ -13,9 +14,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from crawler.frontier.compact import BucketSizes, lh_hash
-from crawler.frontier.config import worker_name
 from crawler.frontier.steps import ClaimResult, DrainResult, Lease, StepResult
 from crawler.policy.memory import ADMIT_ALL, Admission
+from crawler.redisconn.functions import crawler_library
+from crawler.redisconn.provider import worker_name
 from crawler.redisconn.resp import command
 from crawler.urls.fingerprint import POSITIONS, SKETCH_CELLS, sketch_offsets
 
@@ -37,7 +39,7 @@ def _optional_ms(value: Any) -> int | None:
 
 
 class StepCommands:
-    """Encodes steps for one shard; ``shas`` is the live table of script hashes (reloaded in place).
+    """Encodes steps for one shard.
 
     ``sizes`` (bucket sizes for the server's encodings) and ``admission`` (what new URLs Redis
     memory still admits) are set by the frontier as it learns them.
@@ -45,12 +47,11 @@ class StepCommands:
 
     def __init__(
         self, keys: FrontierKeys, config: FrontierConfig, seen: SeenConfig, backoff: BackoffPolicy,
-        shas: dict[str, str],
     ) -> None:
         self.keys = keys
         self.config = config
         self.seen = seen
-        self._shas = shas
+        self._functions = crawler_library().functions
         self.sizes = BucketSizes()
         self.admission: Admission = ADMIT_ALL
         self._backoff_args = (
@@ -84,7 +85,7 @@ class StepCommands:
             grouping = self.config.politeness_key.grouping
             admission = self.admission
             head = (
-                b"EVALSHA", self._shas["enqueue"], 1, keys.bloom, prefix, hashes,
+                b"FCALL", self._functions["enqueue"], 1, keys.bloom, prefix, hashes,
                 self.config.host_page_budget, self.config.domain_page_budget, sketched, grouping,
                 admission.level, int(admission.new_hosts), self.sizes.seen,
             )
@@ -101,7 +102,7 @@ class StepCommands:
                 commands.append(command(*args))
                 order.append("enqueue")
         if completions:
-            args = [b"EVALSHA", self._shas["ack"], 1, keys.leases, prefix, now_ms, *self._backoff_args,
+            args = [b"FCALL", self._functions["ack"], 1, keys.leases, prefix, now_ms, *self._backoff_args,
                     self._horizon_ms, self._grouped, self.config.levels, self.sizes.records, self.config.per_key,
                     int(self.config.slot_limited)]
             for done in completions:
@@ -114,7 +115,7 @@ class StepCommands:
             order.append("ack")
         if releases:
             commands.append(
-                command(b"EVALSHA", self._shas["release"], 1, keys.leases, prefix, now_ms, self._grouped,
+                command(b"FCALL", self._functions["release"], 1, keys.leases, prefix, now_ms, self._grouped,
                         self.config.per_key, int(self.config.slot_limited), *releases)
             )
             order.append("release")
@@ -130,7 +131,7 @@ class StepCommands:
             commands.append(command(b"HSET", keys.holders, self._worker, held))
             order.append("holders")
         if touches:
-            args = [b"EVALSHA", self._shas["touch"], 1, keys.due, prefix, crawl_now_ms, self.sizes.due,
+            args = [b"FCALL", self._functions["touch"], 1, keys.due, prefix, crawl_now_ms, self.sizes.due,
                     self.sizes.records]
             for touch in touches:
                 args += touch
@@ -138,14 +139,14 @@ class StepCommands:
             order.append("touch")
         if drain_at_ms is not None:
             commands.append(
-                command(b"EVALSHA", self._shas["drain"], 1, keys.due, prefix, drain_at_ms, self.config.due_batch,
+                command(b"FCALL", self._functions["drain"], 1, keys.due, prefix, drain_at_ms, self.config.due_batch,
                         self.sizes.records)
             )
             order.append("drain")
         if claim is not None:
             commands.append(
                 command(
-                    b"EVALSHA", self._shas["claim"], 1, keys.leases, prefix, now_ms, claim,
+                    b"FCALL", self._functions["claim"], 1, keys.leases, prefix, now_ms, claim,
                     now_ms + int(self.config.lease_timeout * 1000), self.config.active_hosts,
                     self.config.refill_batch, 1000, self._horizon_ms, int(self.config.robots_first), self._grouped,
                     self.sizes.records, self.config.per_key, int(self.config.min_delay * 1000),

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 from crawler.frontier.compact import BucketSizes
 from crawler.metadata.record import RECORD_FIELDS, RECORD_VERSION, UrlRecord, UrlState
 from crawler.redisconn.batch import BatchedScripts
-from crawler.schema import script_source
 from crawler.urls import page_fingerprint, sketch_offsets, url_fingerprint, url_key
 from crawler.warc.records import sha1_bytes
 
@@ -81,10 +80,7 @@ class UrlMetadataStore:
         repeat_window: int = 0, sizes: BucketSizes | None = None,
     ) -> None:
         self.client = client
-        self.scripts = BatchedScripts(client, {
-            "urlmeta": script_source("crawler.metadata", "urlmeta"),
-            "record": script_source("crawler.metadata", "record"),
-        }, many={"urlmeta": script_source("crawler.metadata", "urlmeta", many=True)})
+        self.scripts = BatchedScripts(client)
         self.router = router
         self.change_distance = change_distance
         self.inlink_cells = inlink_cells

@@ -18,9 +18,9 @@ from crawler.frontier.shards import ShardRouter
 from crawler.frontier.sizing import shard_fixed_bytes
 from crawler.frontier.store import FrontierCounts, read_counts
 from crawler.ops.figures import FrontierFigures, ServerFigures
+from crawler.redisconn.functions import crawler_library
 from crawler.redisconn.memory import server_memory, servers_of
 from crawler.redisconn.resp import text
-from crawler.schema import script_source
 
 if TYPE_CHECKING:
     from crawler.redisconn.link import AnyRedis
@@ -159,8 +159,6 @@ def describe_next(next_allowed: float | None, now: float | None = None) -> str:
     return "now" if wait <= 0 else f"in {wait:.1f} s"
 
 
-#: Back-queue lengths of a batch of hosts, in one call (``lua/backlog.lua``).
-_BACKLOG = script_source("crawler.frontier", "backlog")
 
 
 async def longest_queues(client: AnyRedis, router: ShardRouter, count: int,
@@ -174,7 +172,7 @@ async def longest_queues(client: AnyRedis, router: ShardRouter, count: int,
         hosts = sorted(text(host) for host in await client.smembers(keys.active))
         for start in range(0, len(hosts), 500):
             chunk = hosts[start:start + 500]
-            lengths = await client.eval(_BACKLOG, 1, keys.active, keys.prefix, levels, *chunk)
+            lengths = await crawler_library().call(client, "backlog", [keys.active], keys.prefix, levels, *chunk)
             for host, queued in zip(chunk, (int(n) for n in lengths)):
                 if not queued:
                     continue

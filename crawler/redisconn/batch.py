@@ -9,7 +9,7 @@ this project's machines a round trip costs 100-200 us of CPU (system calls
 included) whatever it carries, and new hosts open in bursts: in a 30 s crawl
 of ``benchmarks/throughput.py``'s 5 KB web, 11,666 per-host calls went out
 in 359 writes. A connection failure fails every call of the batch (the callers decide
-what that means); a lost script cache is reloaded and the batch sent again
+what that means); a lost function library is loaded again and the batch sent again
 (so a batched plain command must be one that may be repeated: reads, SET,
 HSET, HDEL, SADD).
 
@@ -20,12 +20,12 @@ converted ones.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from typing import Any
 
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import ResponseError
 
+from crawler.redisconn.functions import FunctionLibrary, crawler_library, is_missing
 from crawler.redisconn.link import AnyRedis, KeyConnection, is_slot_error, read_replies
 from crawler.redisconn.resp import command
 
@@ -38,40 +38,24 @@ MERGE_LIMIT = 100
 
 
 class BatchedScripts:
-    """``many``: scripts with a form that runs many calls in one (``script_source(..., many=True)``):
-    calls of such a script with the same keys in one write go as one call. Their order among the
-    write's other calls changes (each goes where the first of them was): calls made in one turn of
-    the event loop are concurrent, none waits for another."""
+    """Calls of a function library's functions (:mod:`crawler.redisconn.functions`; the crawler's unless
+    ``library`` names another) and plain commands. A script of the library with a ``_many`` function: its
+    calls with the same keys in one write go as one call. Their order among the write's other calls changes
+    (each goes where the first of them was): calls made in one turn of the event loop are concurrent, none
+    waits for another."""
 
-    def __init__(self, client: AnyRedis, sources: dict[str, str] | None = None,
-                 many: dict[str, str] | None = None) -> None:
+    def __init__(self, client: AnyRedis, library: FunctionLibrary | None = None) -> None:
         self.client = client
-        self.sources: dict[str, str] = {}
-        self.shas: dict[str, str] = {}
-        #: The ``many`` forms, by script name, and their SHA-1s.
-        self.many_sources: dict[str, str] = {}
-        self.many_shas: dict[str, str] = {}
-        for name, source in (sources or {}).items():
-            self.add_script(name, source, (many or {}).get(name))
+        self.library = library or crawler_library()
         self._pending: list[_Call] = []
         #: One connection per server (a single Redis: one; a cluster: one per primary used).
         self._links: dict[str, KeyConnection] = {}
         self._lock = asyncio.Lock()
         self._flushes: set[asyncio.Task[None]] = set()
 
-    def add_script(self, name: str, source: str, many: str | None = None) -> None:
-        """A script :meth:`call` may name (loaded into Redis at its first use), and its ``many`` form."""
-        self.sources[name] = source
-        self.shas[name] = hashlib.sha1(source.encode()).hexdigest()
-        if many is not None:
-            self.many_sources[name] = many
-            self.many_shas[name] = hashlib.sha1(many.encode()).hexdigest()
-
     async def load(self) -> None:
-        for name, source in self.sources.items():
-            self.shas[name] = await self.client.script_load(source)
-        for name, source in self.many_sources.items():
-            self.many_shas[name] = await self.client.script_load(source)
+        """Load the library again (a call found its function missing)."""
+        await self.library.reload(self.client)
 
     def call(self, name: str, keys: list[str], args: list[Any]) -> asyncio.Future[Any]:
         """Queue a script call; the future resolves with its reply (or its error).
@@ -130,13 +114,14 @@ class BatchedScripts:
     def _merge(self, batch: list[_Call]) -> list[list[_Call]]:
         """The batch as it is sent: each call alone, but for calls of a script with a ``many`` form and
         the same keys, which go together where the first of them was (up to MERGE_LIMIT)."""
-        if not self.many_shas:
+        many = self.library.many
+        if not many:
             return [[call] for call in batch]
         units: list[list[_Call]] = []
         together: dict[tuple[Any, ...], list[_Call]] = {}
         for call in batch:
             name, args, _ = call
-            if name not in self.many_shas:
+            if name not in many:
                 units.append([call])
                 continue
             key = (name, args[: 1 + args[0]])
@@ -151,7 +136,7 @@ class BatchedScripts:
         batch = self._merge(calls)
         try:
             replies = await self._send(link, batch)
-            if any(isinstance(reply, NoScriptError) for reply in replies):
+            if any(is_missing(reply) for reply in replies):
                 await self.load()
                 replies = await self._send(link, batch)
             slot_error = next((reply for reply in replies if is_slot_error(reply)), None)
@@ -178,21 +163,21 @@ class BatchedScripts:
 
     async def _send(self, link: KeyConnection, batch: list[list[_Call]]) -> list[Any]:
         """Each unit of the batch (:meth:`_merge`) as one command; their replies in order."""
-        shas = self.shas
+        function = self.library.function
         parts: list[bytes] = []
         for unit in batch:
             name, args, _ = unit[0]
             if name is None:
                 parts.append(command(*args))
             elif len(unit) == 1:
-                parts.append(command(b"EVALSHA", shas[name], *args))
+                parts.append(command(b"FCALL", function(name), *args))
             else:
                 head = 1 + args[0]  # the key count and the keys, the same for every call of the unit
                 packed: list[Any] = list(args[:head])
                 for _, call_args, _ in unit:
                     packed.append(len(call_args) - head)
                     packed.extend(call_args[head:])
-                parts.append(command(b"EVALSHA", self.many_shas[name], *packed))
+                parts.append(command(b"FCALL", function(name, many=True), *packed))
         payload = b"".join(parts)
         connection = await link.get()
         try:

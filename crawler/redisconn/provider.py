@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import atexit
 import logging
+import os
+import socket
 from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -30,6 +32,7 @@ from crawler.redisconn import resp
 from crawler.redisconn.batch import BatchedScripts
 from crawler.redisconn.config import RedisConfig, parse_sentinel_url
 from crawler.redisconn.embedded import EmbeddedRedisServer
+from crawler.redisconn.functions import crawler_library
 from crawler.redisconn.link import AnyRedis
 from crawler.redisconn.outage import REDIS_DOWN, OutagePolicy
 from crawler.redisconn.scrapyredis import share_embedded
@@ -50,6 +53,12 @@ def driver_info() -> DriverInfo:
     return DriverInfo().add_upstream_driver("crawler", __version__)
 
 
+def worker_name() -> str:
+    """This process's name in the crawl's shared records (progress samples, lease holders, the Lua
+    library's users): ``<host>-<pid>``."""
+    return f"{socket.gethostname().split('.')[0]}-{os.getpid()}"
+
+
 def crawl_id_for(crawler: Crawler) -> str:
     """The crawl id: ``FRONTIER_CRAWL_ID``, or the spider's name."""
     name = getattr(crawler.spidercls, "name", None) or "crawl"
@@ -57,8 +66,11 @@ def crawl_id_for(crawler: Crawler) -> str:
 
 
 class RedisProvider:
-    def __init__(self, config: RedisConfig, outage: OutagePolicy | None = None) -> None:
+    def __init__(self, config: RedisConfig, outage: OutagePolicy | None = None, worker: str | None = None) -> None:
+        """``worker``: this crawl's worker, which says it runs the crawler's Lua library
+        (:mod:`crawler.redisconn.functions`); None for a command that only reads or seeds."""
         self.config = config
+        self.worker = worker
         #: How components wait out a Redis outage (``REDIS_OUTAGE_TIMEOUT``...).
         self.outage = outage or OutagePolicy()
         self.embedded: EmbeddedRedisServer | None = None
@@ -94,7 +106,12 @@ class RedisProvider:
                 raise self._given_up
             if self._client is None:
                 try:
-                    self._client = await self._connect()
+                    self._client = client = await self._connect()
+                    where = f"Redis at {self.url}"
+                    await self.outage.call(where, lambda: crawler_library().ensure(client, self.worker, where))
+                except REDIS_DOWN as exc:
+                    self._given_up = FrontierUnavailableError(f"cannot reach Redis at {self.url}{self._waited}: {exc}")
+                    raise self._given_up from None
                 except FrontierUnavailableError as exc:
                     self._given_up = exc
                     raise
@@ -206,6 +223,8 @@ class RedisProvider:
         return f" after waiting REDIS_OUTAGE_TIMEOUT = {self.outage.timeout:g} s" if self.outage.timeout else ""
 
     async def close(self) -> None:
+        if self._client is not None and self.worker is not None:
+            await crawler_library().leave(self._client, self.worker)
         if self._batched is not None:
             await self._batched.close()
             self._batched = None
@@ -222,6 +241,7 @@ def _provider_of(crawler: Crawler) -> RedisProvider:
     provider = RedisProvider(
         RedisConfig.from_settings(crawler.settings, crawl_id_for(crawler)),
         OutagePolicy.from_settings(crawler.settings),
+        worker_name(),
     )
     crawler.signals.connect(provider.close, signal=signals.engine_stopped)
     # A RedisSpider that names no Redis reads its start URLs from the embedded server, beside the frontier.

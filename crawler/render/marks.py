@@ -93,21 +93,8 @@ def decide(host: str, stored: list[HostMark | None], now: float) -> HostMark | N
     return own if own is not None and own.stands(now) else None
 
 
-#: HSET the field ARGV[1] to ARGV[2] unless it holds one of ARGV[3..] (an operator's mark); the value in force.
-_PLACE_UNLESS_FORCED = """
-local current = redis.call('HGET', KEYS[1], ARGV[1])
-for i = 3, #ARGV do
-  if current == ARGV[i] then
-    return current
-  end
-end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-return ARGV[2]
-"""
-
-
-#: The script's name in the batcher.
-_PLACE_SCRIPT = "render_place_unless_forced"
+#: The library function (crawler/render/lua/place.lua) that places a mark unless an operator's holds the host.
+_PLACE_SCRIPT = "place"
 
 #: The stored values of an operator's marks (the script leaves them alone).
 _FORCED_VALUES = tuple(mark.value for mark in Mark if mark.forced)
@@ -122,7 +109,6 @@ class RenderMarks:
         self.cache_size = cache_size
         self.cache_seconds = cache_seconds
         self._cache: OrderedDict[str, tuple[float, HostMark | None]] = OrderedDict()
-        batch.add_script(_PLACE_SCRIPT, _PLACE_UNLESS_FORCED)
 
     def cached(self, host: str, now: float) -> tuple[bool, HostMark | None]:
         """(whether the cache answers for ``host``, the mark in force if it does): no I/O."""

@@ -1,4 +1,5 @@
--- Shared helpers: each script is loaded with those it uses (crawler/schema.py compose).
+-- Shared helpers, defined once when the crawler's function library loads (crawler/schema.py
+-- compose_library); every function of the library may use them.
 -- Key layout (see crawler/frontier/keys.py): every key starts with the shard
 -- prefix P, which carries the shard's hash tag.
 
@@ -12,10 +13,10 @@ local function fmt(n)
   return string.format('%d', math.floor(n + 0.5))
 end
 
--- A number given as text (a script's argument), read once per script run: Redis' Lua reads a number
--- from text with strtod, twice in a tonumber, and the calls of a many form's run
--- (crawler/schema.py MANY_CALLS) repeat the same settings. The table lives for one run of the
--- script: at most one entry per argument.
+-- A number given as text (a script's argument), read once per call: Redis' Lua reads a number
+-- from text with strtod, twice in a tonumber, and the calls of a `_many` function's run
+-- (crawler/schema.py _LIBRARY_MANY) repeat the same settings. Every function of the library
+-- starts with a new table (library locals outlive a call): at most one entry per argument.
 local NUMBERS = {}
 local function num(text)
   local n = NUMBERS[text]
@@ -353,10 +354,10 @@ local function lh_hash(decimal)
   return h % LH_MOD
 end
 
--- The states a script's many form (crawler/schema.py MANY_CALLS) has open, by key: its calls read a
--- state once and write its count once, at the end of the run (lh_flush), unless they split a bucket
--- (the split's state is written at once). A count written late, or not at all if the run fails,
--- only delays a split. False in a script's plain form.
+-- The states a `_many` function's run (crawler/schema.py _LIBRARY_MANY) has open, by key: its calls
+-- read a state once and write its count once, at the end of the run (lh_flush), unless they split a
+-- bucket (the split's state is written at once). A count written late, or not at all if the run
+-- fails, only delays a split. False in a single call (every function sets it as it starts).
 local LH_RUN = false
 
 local function lh_open(P, name, base, kind, load)
