@@ -40,6 +40,16 @@ class ShardKey(NamedTuple):
     #: What the key's size grows with: "page" (crawled pages or seen URLs), "queued" (URLs waiting),
     #: "host", "fixed" (sized once for the crawl), "crawl" (small or bounded).
     grows: str = "crawl"
+    #: A hash read or written by field on a page's path, with up to one field per host or request in
+    #: flight: kept as a hash table from the start (:data:`TABLE_FIELD`), never a listpack, which Redis
+    #: scans from its start at every lookup (a few hundred hosts in one: a sixth of Redis' instructions).
+    table: bool = False
+
+
+#: The field that keeps a ``table`` hash a hash table: its value is longer than the server keeps in a
+#: listpack (``hash-max-listpack-value``), written by every worker as it opens a shard. No host, lease
+#: number or counter name is empty; readers of a whole hash skip it.
+TABLE_FIELD = b""
 
 
 #: The Lua name -> key of every key of a frontier shard (prefix ``frontier:{<shard tag>}:``).
@@ -50,8 +60,9 @@ SHARD_KEYS: dict[str, ShardKey] = {
     "seen_count": ShardKey("seencount", "string", "URLs ever added to the seen set"),
     "lh": ShardKey("lh:", "string",
                    "<structure>: level, split pointer, entries of a linear-hashing structure (struct '>BI4I8')"),
-    "host_pages": ShardKey("budget:host", "hash", "host -> URLs enqueued (the per-host page budget)", "host"),
-    "domain_pages": ShardKey("budget:domain", "hash", "registered domain -> URLs enqueued", "host"),
+    "host_pages": ShardKey("budget:host", "hash", "host -> URLs enqueued (the per-host page budget)", "host",
+                           table=True),
+    "domain_pages": ShardKey("budget:domain", "hash", "registered domain -> URLs enqueued", "host", table=True),
     "front": ShardKey("front:", "list", "<level>: \"<host> <entry>\" of one priority level (hosts without a "
                       "back queue)", "queued"),
     "selector": ShardKey("sel", "string", "the biased selector's round-robin counter"),
@@ -63,7 +74,7 @@ SHARD_KEYS: dict[str, ShardKey] = {
     "parked": ShardKey("parked", "set", "sleeping hosts parked after connection failures", "host"),
     "cool": ShardKey("cool", "zset", "host without a back queue -> next allowed time (ms)", "host"),
     "leases": ShardKey("leases", "zset", "lease member -> expiry (ms)"),
-    "leased": ShardKey("leased", "hash", "lease number -> the entry it holds (in flight only)"),
+    "leased": ShardKey("leased", "hash", "lease number -> the entry it holds (in flight only)", table=True),
     "holders": ShardKey("holders", "hash", "worker -> \"<ms> <lease number>...\": the leases it held at its last "
                         "renewal (for scrapy frontier url; one field per worker process)"),
     "lease_sequence": ShardKey("leaseseq", "string", "the last lease (and dead letter) number given"),
@@ -72,15 +83,15 @@ SHARD_KEYS: dict[str, ShardKey] = {
     "host_throttle": ShardKey("hostthrottle", "hash", "host -> throttle level (429/503 in a row)", "host"),
     "host_failures": ShardKey("hostfail", "hash", "host -> consecutive connection-level failures", "host"),
     "host_robots": ShardKey("robots", "hash", "host -> time (ms) until which its robots.txt decision stands",
-                            "host"),
+                            "host", table=True),
     "robots_record": ShardKey("robots:", "string", "<origin>: the shared robots.txt record of an origin", "host"),
     "sitemaps": ShardKey("sitemaps:", "set", "<host>: sitemap URLs robots.txt lists", "host"),
     "slots": ShardKey("slots", "hash", "host -> \"<in flight> <spacing ms> <last start ms> <hold ms> <slot free "
-                      "ms>...\" (only for keys with several requests in flight)", "host"),
+                      "ms>...\" (only for keys with several requests in flight)", "host", table=True),
     "slot_limit": ShardKey("slotk", "hash", "politeness key -> its requests in flight at most (DOWNLOAD_SLOTS "
                            "concurrency)", "host"),
-    "group": ShardKey("group", "hash", "host -> its politeness group (domain or address)", "host"),
-    "group_next": ShardKey("gnext", "hash", "politeness group -> next allowed time (ms)", "host"),
+    "group": ShardKey("group", "hash", "host -> its politeness group (domain or address)", "host", table=True),
+    "group_next": ShardKey("gnext", "hash", "politeness group -> next allowed time (ms)", "host", table=True),
     "group_busy": ShardKey("gbusy", "hash", "politeness group -> its host in flight (with "
                            "FRONTIER_CONCURRENCY_PER_KEY > 1: its requests in flight)", "host"),
     "group_wait": ShardKey("gwait:", "zset", "<group>: ready hosts waiting for their group, by time", "host"),
@@ -95,15 +106,15 @@ SHARD_KEYS: dict[str, ShardKey] = {
     "due_count": ShardKey("duecount", "string", "URLs in the recrawl schedule"),
     "inlinks": ShardKey("inlinks", "string", "8-bit counters: the in-link sketch", "fixed"),
     "host_quality": ShardKey("hostq", "hash", "\"<host>|n\", \"|e\", \"|d\" -> pages, errors, near duplicates",
-                             "host"),
+                             "host", table=True),
     "urls": ShardKey("url:", "hash", "<bucket>: URL key -> URL record (crawler/metadata/record.py), one bucket "
                      "(linear hashing, state lh:url)", "page"),
     "digests": ShardKey("dx:", "hash", "<bucket>: payload digest key -> first capture, one bucket of the exact "
                         "duplicate index (linear hashing, state lh:dx)", "page"),
     "near": ShardKey("nd:", "hash", "<block>:<high byte>: low byte -> SimHashes with that 16-bit block (the "
                      "near-duplicate index)", "page"),
-    "host_ids": ShardKey("hostid", "hash", "host -> its number in the shard's URL records", "host"),
-    "host_names": ShardKey("hostname", "hash", "host number -> host", "host"),
+    "host_ids": ShardKey("hostid", "hash", "host -> its number in the shard's URL records", "host", table=True),
+    "host_names": ShardKey("hostname", "hash", "host number -> host", "host", table=True),
     "host_sequence": ShardKey("hostseq", "string", "the last host number given"),
 }
 

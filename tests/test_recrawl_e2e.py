@@ -118,7 +118,7 @@ def continuous(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServ
         for host, path in changing_pages(kind):
             url = f"http://{host}:{web.port}{path}"
             metadata[(host, path)] = url_record(client, crawl_id, url)
-    quality = {k.decode(): int(v) for k, v in client.hgetall(keys.host_quality).items()}
+    quality = {k.decode(): int(v) for k, v in client.hgetall(keys.host_quality).items() if k}  # b"": the placeholder
     due = int(client.get(keys.due_count) or 0)
     waiting = int(client.get(keys.queued) or 0) + client.zcard(keys.leases)
     client.close()

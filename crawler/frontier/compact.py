@@ -95,6 +95,9 @@ class BucketSizes:
     records: int = 8
     digests: int = 8
     due: int = 64
+    #: The longest hash value the server keeps in a listpack (``hash-max-listpack-value``): a
+    #: ``table`` hash's placeholder is longer (:data:`crawler.schema.TABLE_FIELD`).
+    hash_value: int = 64
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> BucketSizes:
@@ -113,6 +116,7 @@ class BucketSizes:
             records=max(8, min(32, hash_entries // 16)),
             digests=max(8, min(32, hash_entries // 16)),
             due=max(8, min(128, zset_entries // 2)),
+            hash_value=max(0, value("hash-max-listpack-value", value("hash-max-ziplist-value", 64))),
         )
 
 

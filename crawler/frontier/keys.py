@@ -70,6 +70,11 @@ class FrontierKeys:
     def key(self, name: str) -> str:
         return self.prefix + name
 
+    @cached_property
+    def tables(self) -> tuple[str, ...]:
+        """The shard's hashes kept as hash tables (``ShardKey.table``; see :meth:`RedisFrontier.hold_tables`)."""
+        return tuple(self.key(key.suffix) for key in SHARD_KEYS.values() if key.table)
+
     @property
     def bloom(self) -> str:
         """Bitmap of the seen set's Bloom filter."""

@@ -47,6 +47,7 @@ from crawler.policy.backoff import BackoffPolicy
 from crawler.policy.memory import Admission
 from crawler.redisconn.functions import crawler_library, is_missing
 from crawler.redisconn.link import AnyRedis, KeyConnection, is_slot_error, read_replies
+from crawler.schema import TABLE_FIELD
 from crawler.urls.fingerprint import bloom_positions, url_key
 
 __all__ = [
@@ -133,10 +134,22 @@ class RedisFrontier:
 
         Allocating once (a zero bit at the last offset) keeps the bitmap at
         exactly ``bloom_bits / 8`` bytes instead of the doubling growth of
-        writes at ever higher offsets. Existing bits are untouched.
+        writes at ever higher offsets. Existing bits are untouched. Then
+        :meth:`hold_tables`.
         """
         await self.load_scripts()
         await self.client.setbit(self.keys.bloom, self.seen.bloom_bits - 1, 0)
+        await self.hold_tables()
+
+    async def hold_tables(self) -> None:
+        """Keep the shard's ``table`` hashes (:class:`crawler.schema.ShardKey`: per-host counters, host
+        numbers, leases...) as hash tables: a placeholder field whose value is longer than the server keeps
+        in a listpack converts each, for good (Redis never converts back, and rereads it so from a dump)."""
+        placeholder = b"\0" * (self.sizes.hash_value + 1)
+        pipe = self.client.pipeline(transaction=False)
+        for key in self.keys.tables:
+            pipe.hset(key, TABLE_FIELD, placeholder)
+        await pipe.execute()
 
     async def load_scripts(self) -> None:
         """Make sure the server has the crawler's function library (:mod:`crawler.redisconn.functions`)."""

@@ -52,6 +52,7 @@ from crawler.robots.policy import (
     origin_of,
     prepare_robots,
 )
+from crawler.schema import TABLE_FIELD
 from crawler.urls import bloom_positions, normalize_url, sketch_offsets, url_fingerprint, url_key
 from crawler.urls.filters import Dropped, FilterConfig, UrlFilter
 from crawler.urls.normalize import UrlError
@@ -277,7 +278,7 @@ async def _in_leases(client: AnyRedis, lookup: Lookup, keys: FrontierKeys, host:
                      key: int) -> dict[str, Any] | None:
     leased = await client.hgetall(keys.leased)
     for leaseno, blob in leased.items():
-        if _entry_is(_raw(blob), host, url, key):
+        if leaseno != TABLE_FIELD and _entry_is(_raw(blob), host, url, key):
             number = text(leaseno)
             expiry = None
             members: list[Any] = await client.zrange(keys.leases, 0, -1, withscores=True)
