@@ -1,6 +1,6 @@
 """A broad, polite crawl as users run it: pages/s at the default politeness, with and without dead hosts.
 
-Runs, in one go and one after the other, three crawls of ``scrapy crawl web``
+Runs, in one go and one after the other, four crawls of ``scrapy crawl web``
 (one worker, the default configuration: the full pipeline, robots.txt, the
 shipped settings; only ``ALLOW_PRIVATE_NETWORKS`` is on, for the loopback
 mock web), each for ``--seconds`` on a fresh frontier:
@@ -9,7 +9,11 @@ mock web), each for ``--seconds`` on a fresh frontier:
    CPU-bound reference;
 2. **polite**: the default politeness (1 s minimum delay, 10x the fetch time);
 3. **polite, dead hosts**: the same, with a dead twin for every second host
-   (half refuse connections, half accept them and never answer).
+   (half refuse connections, half accept them and never answer);
+4. **polite, two workers**: run 2 by two worker processes sharing the
+   frontier (on this 2-core machine they share its CPU with Redis and the
+   mock web: their pages/s beside one worker's is the figure, not a
+   prediction for two machines).
 
 The web (``--hosts``, 5,000 by default) has 10 pages per host (uniform),
 5-20 ms of latency and a robots.txt mix: 404 for most hosts, rules for some,
@@ -161,8 +165,9 @@ class CrawlRun:
 
 
 def crawl(label: str, web: DeadWeb, services: Services, seeds: Path, seconds: int, extra: list[str],
-          root: Path = ROOT) -> CrawlRun:
-    """One crawl with the code of ``root`` (this checkout unless told)."""
+          root: Path = ROOT, workers: int = 1) -> CrawlRun:
+    """One crawl with the code of ``root`` (this checkout unless told), by ``workers`` processes sharing
+    its frontier (each reads the whole seeds file: the frontier's seen set keeps one of each)."""
     services.empty()
     crawl_id = f"polite-{uuid.uuid4().hex[:8]}"
     command = [
@@ -179,12 +184,19 @@ def crawl(label: str, web: DeadWeb, services: Services, seeds: Path, seconds: in
     env.pop("REDIS_URL", None)
     before = len(web.entries())
     redis_before = services.redis_cpu()
-    log = services.workdir / f"{crawl_id}.log"
-    with open(log, "wb") as handle:
-        process = subprocess.run(command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=handle, check=False)
-    stderr = log.read_text(errors="replace")
-    if process.returncode != 0:
-        raise RuntimeError(f"{label}: crawl failed ({process.returncode}):\n{stderr[-3000:]}")
+    logs = [services.workdir / f"{crawl_id}-{n}.log" for n in range(workers)]
+    handles = [open(log, "wb") for log in logs]  # noqa: SIM115 - closed below
+    try:
+        processes = [subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=handle)
+                     for handle in handles]
+        codes = [process.wait() for process in processes]
+    finally:
+        for handle in handles:
+            handle.close()
+    stderr = logs[0].read_text(errors="replace")
+    for code, log in zip(codes, logs):
+        if code != 0:
+            raise RuntimeError(f"{label}: crawl failed ({code}):\n{log.read_text(errors='replace')[-3000:]}")
     redis_cpu = services.redis_cpu() - redis_before
     with redis.Redis.from_url(services.redis_url) as client:
         memory = int(client.info("memory")["used_memory"])
@@ -227,7 +239,7 @@ POLITE: list[str] = []
 DELAY_ZERO = ["-s", "FRONTIER_MIN_DELAY=0", "-s", "FRONTIER_DELAY_FACTOR=0"]
 
 
-def three_crawls(hosts: int, seconds: int, services: Services, workdir: Path, extra: list[str]) -> list[CrawlRun]:
+def polite_crawls(hosts: int, seconds: int, services: Services, workdir: Path, extra: list[str]) -> list[CrawlRun]:
     spec = web_spec(hosts, workdir)
     print(f"web: {hosts} hosts of 10 pages, 5-20 ms latency; dead twins: {hosts // 2} "
           f"(half silent, half refusing); {seconds} s per crawl", flush=True)
@@ -236,9 +248,10 @@ def three_crawls(hosts: int, seconds: int, services: Services, workdir: Path, ex
     try:
         alive = web.seeds(workdir / f"seeds-{hosts}.txt", dead=False)
         dead = web.seeds(workdir / f"seeds-{hosts}-dead.txt", dead=True)
-        for label, seeds, settings in (("delay 0 (reference)", alive, DELAY_ZERO), ("polite (defaults)", alive, POLITE),
-                                       ("polite, half dead", dead, POLITE)):
-            run = crawl(label, web, services, seeds, seconds, [*settings, *extra])
+        for label, seeds, settings, workers in (
+                ("delay 0 (reference)", alive, DELAY_ZERO, 1), ("polite (defaults)", alive, POLITE, 1),
+                ("polite, half dead", dead, POLITE, 1), ("polite (defaults), 2 workers", alive, POLITE, 2)):
+            run = crawl(label, web, services, seeds, seconds, [*settings, *extra], workers=workers)
             runs.append(run)
             print_runs([run])
             print(f"  final progress: {run.final_progress}", flush=True)
@@ -377,11 +390,11 @@ def main() -> None:
             scale_frontier()
             return
         extra = [part for setting in args.set for part in ("-s", setting)]
-        runs = three_crawls(args.hosts, args.seconds, services, workdir, extra)
+        runs = polite_crawls(args.hosts, args.seconds, services, workdir, extra)
     finally:
         services.stop()
         shutil.rmtree(workdir, ignore_errors=True)
-    reference, polite, dead = runs
+    reference, polite, dead, two = runs
     print()
     print(f"Crawl time per run: {args.seconds} s; {args.hosts} hosts; machine: {os.cpu_count()} CPUs; "
           f"the shipped settings (CONCURRENT_REQUESTS and all) but the delays of the reference"
@@ -392,6 +405,7 @@ def main() -> None:
           f"(pages + hosts opened per s, {polite.requests_per_second:.1f}, over the reference's pages/s, "
           f"{reference.pages_per_second:.1f}); pages alone {polite.pages_per_second / reference.pages_per_second:.2f}")
     print(f"half dead / all alive = {dead.pages_per_second / polite.pages_per_second:.2f} (pages/s)")
+    print(f"two workers / one = {two.pages_per_second / polite.pages_per_second:.2f} (pages/s, polite)")
     violations = sum(r.audit.overlaps + r.audit.short_gaps for r in runs[1:])
     print(f"politeness violations in the polite runs: {violations}")
 
