@@ -255,8 +255,7 @@ def compose(shebang: str, body: str, *, common: bool = True) -> str:
     tables = _tables()
     body = _with_literals(body, tables)
     helpers = _definitions(
-        _with_literals((resources.files("crawler.frontier") / "lua" / "common.lua").read_text(encoding="utf-8"),
-                       tables)) if common else []
+        _with_literals(lua_text("crawler.frontier", "common"), tables)) if common else []
     wanted, chosen = _chosen(helpers, _words(body))
     prelude = [f"local {table} = {{{', '.join(f'{name} = {value}' for name, value in entries.items())}}}"
                for table, entries in tables.items() if table in wanted]
@@ -324,6 +323,16 @@ local function {name}_many(KEYS, ARGV)
 end"""
 
 
+def lua_text(package: str, name: str) -> str:
+    """The text of ``lua/<name>.lua`` of ``package`` (package data: it works from a wheel or an egg)."""
+    return (resources.files(package) / "lua" / f"{name}.lua").read_text(encoding="utf-8")
+
+
+def library_scripts() -> dict[str, str]:
+    """Every script of the crawl's library (:data:`LIBRARY_SCRIPTS`), name -> text."""
+    return {name: lua_text(package, name) for package, names in LIBRARY_SCRIPTS.items() for name in names}
+
+
 def function_name(script: str, *, many: bool = False, library: str = LIBRARY_NAME) -> str:
     """The library function that runs ``script`` (``enqueue`` -> ``crawler_enqueue``)."""
     return f"{library}_{script}_many" if many else f"{library}_{script}"
@@ -347,8 +356,7 @@ def compose_library(library: str, scripts: dict[str, str], many: tuple[str, ...]
         parts += [f"local {table} = {{{', '.join(f'{name} = {value}' for name, value in entries.items())}}}"
                   for table, entries in tables.items()]
         parts += [f"local {name} = {value}" for name, value in _constants().items()]
-        parts.append(_with_literals(
-            (resources.files("crawler.frontier") / "lua" / "common.lua").read_text(encoding="utf-8"), tables))
+        parts.append(_with_literals(lua_text("crawler.frontier", "common"), tables))
     else:
         parts.append("local NUMBERS, LH_RUN = {}, false\nlocal function lh_flush() end")
     registered: list[str] = []

@@ -9,7 +9,6 @@ import asyncio
 import shutil
 import subprocess
 import time
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from crawler.frontier.keys import FrontierKeys
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.store import RedisFrontier
 from crawler.redisconn.functions import USERS_KEY, FunctionLibrary, LibraryConflictError, crawler_library
-from crawler.schema import LIBRARY_MANY, LIBRARY_NAME, LIBRARY_SCRIPTS
+from crawler.schema import LIBRARY_MANY, LIBRARY_NAME, LIBRARY_SCRIPTS, library_scripts
 from support.mockweb import free_port
 from tests.conftest import RedisClusterServers, RedisServer, _wait_for_port
 from tests.test_frontier_contract import make_config
@@ -43,9 +42,7 @@ def _library_of(client: redis.Redis) -> dict[str, Any]:
 def _other_version() -> FunctionLibrary:
     """The crawler's library under another version number (a worker of another release)."""
     mine = crawler_library()
-    scripts = {name: (resources.files(package) / "lua" / f"{name}.lua").read_text(encoding="utf-8")
-               for package, names in LIBRARY_SCRIPTS.items() for name in names}
-    return FunctionLibrary(LIBRARY_NAME, scripts, LIBRARY_MANY, version=mine.version + "-other")
+    return FunctionLibrary(LIBRARY_NAME, library_scripts(), LIBRARY_MANY, version=mine.version + "-other")
 
 
 def _ensure(server: RedisServer, library: FunctionLibrary, worker: str | None = None) -> None:

@@ -153,7 +153,7 @@ class RedisFrontier:
 
     async def load_scripts(self) -> None:
         """Make sure the server has the crawler's function library (:mod:`crawler.redisconn.functions`)."""
-        await self._library.reload(self.client)
+        await self._library.ensure(self.client)
 
     # -- single operations (each one round trip) -------------------------------------
 

@@ -55,7 +55,7 @@ class BatchedScripts:
 
     async def load(self) -> None:
         """Load the library again (a call found its function missing)."""
-        await self.library.reload(self.client)
+        await self.library.ensure(self.client)
 
     def call(self, name: str, keys: list[str], args: list[Any]) -> asyncio.Future[Any]:
         """Queue a script call; the future resolves with its reply (or its error).

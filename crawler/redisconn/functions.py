@@ -38,7 +38,7 @@ from redis.exceptions import RedisError, ResponseError
 from crawler import __version__
 from crawler.exceptions import FrontierUnavailableError
 from crawler.redisconn.link import AnyRedis
-from crawler.schema import LIBRARY_MANY, LIBRARY_NAME, compose_library, function_name
+from crawler.schema import LIBRARY_MANY, LIBRARY_NAME, compose_library, function_name, library_scripts
 
 logger = logging.getLogger(__name__)
 
@@ -78,9 +78,10 @@ class FunctionLibrary:
         return self.many_functions[script] if many else self.functions[script]
 
     async def ensure(self, client: AnyRedis, worker: str | None = None, where: str = "Redis") -> None:
-        """Make sure this version of the library is loaded (every primary of a cluster); ``worker``: say
-        first that this worker runs it (see the module's notes), and keep saying it until :meth:`leave`.
-        Raises :class:`LibraryConflictError` if another version is loaded and a worker of it runs."""
+        """Make sure this version of the library is loaded (every primary of a cluster; also after a call
+        found its function missing); ``worker``: say first that this worker runs it (see the module's
+        notes), and keep saying it until :meth:`leave`. Raises :class:`LibraryConflictError` if another
+        version is loaded and a worker of it runs."""
         if worker is not None:
             await self._say(client, worker)
             if self._renewal is None:
@@ -98,13 +99,8 @@ class FunctionLibrary:
         except ResponseError as exc:
             if not is_missing(exc):
                 raise
-        await self.reload(client)
+        await self.ensure(client)
         return await _on(client, node, *command)
-
-    async def reload(self, client: AnyRedis, where: str = "Redis") -> None:
-        """After a call found no function: load the library again (the same checks as :meth:`ensure`)."""
-        for node in _primaries(client):
-            await self._ensure_on(client, node, where)
 
     async def leave(self, client: AnyRedis, worker: str) -> None:
         """Stop saying that ``worker`` runs this version (at close)."""
@@ -195,10 +191,4 @@ async def _on(client: AnyRedis, node: Any, *args: Any) -> Any:
 @cache
 def crawler_library() -> FunctionLibrary:
     """The crawl's library (every script of :data:`crawler.schema.LIBRARY_SCRIPTS`)."""
-    from importlib import resources
-
-    from crawler.schema import LIBRARY_SCRIPTS
-
-    scripts = {name: (resources.files(package) / "lua" / f"{name}.lua").read_text(encoding="utf-8")
-               for package, names in LIBRARY_SCRIPTS.items() for name in names}
-    return FunctionLibrary(LIBRARY_NAME, scripts, LIBRARY_MANY)
+    return FunctionLibrary(LIBRARY_NAME, library_scripts(), LIBRARY_MANY)
