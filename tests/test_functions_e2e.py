@@ -17,6 +17,7 @@ import redis
 from redis.asyncio import Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 
+from crawler.exceptions import FrontierUnavailableError
 from crawler.frontier.keys import FrontierKeys
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.store import RedisFrontier
@@ -222,3 +223,16 @@ def test_every_primary_of_a_cluster_has_the_library_and_a_promoted_replica_too(t
             replica.terminate()
             replica.wait(timeout=30)
         cluster.stop()
+
+
+def test_a_server_without_function_libraries_is_refused_with_one_line(tmp_path: Path) -> None:
+    """A Redis older than 7.0 has no FCALL: stood in for by a redis-server with the command renamed away."""
+    server = RedisServer(tmp_path / "old", options=("--rename-command", "FCALL", ""))
+    server.start()
+    try:
+        with pytest.raises(FrontierUnavailableError) as refused:
+            _ensure(server, crawler_library())
+    finally:
+        server.stop()
+    message = str(refused.value)
+    assert "Redis 7.0 or later" in message and "\n" not in message

@@ -133,7 +133,7 @@ class FunctionLibrary:
 
     async def _ensure_on(self, client: AnyRedis, node: Any, where: str) -> None:
         for _ in range(3):  # another worker may load or replace it between our read and our load
-            loaded = await self._loaded(client, node)
+            loaded = await self._loaded(client, node, where)
             if loaded == self.version:
                 return
             replace = loaded is not None
@@ -155,12 +155,15 @@ class FunctionLibrary:
             return
         raise FrontierUnavailableError(f"{where}: the crawler's Lua library kept changing while loading it")
 
-    async def _loaded(self, client: AnyRedis, node: Any) -> str | None:
+    async def _loaded(self, client: AnyRedis, node: Any, where: str) -> str | None:
         try:
             reply = await _on(client, node, "FCALL", f"{self.name}_version", 0)
         except ResponseError as exc:
             if is_missing(exc):
                 return None
+            if "unknown command" in str(exc).lower():
+                raise FrontierUnavailableError(f"{where} has no function libraries (FCALL): the crawler needs "
+                                               f"Redis 7.0 or later ({exc})") from None
             raise
         return reply.decode() if isinstance(reply, bytes) else str(reply)
 
