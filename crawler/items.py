@@ -73,8 +73,8 @@ class PageItem:
     crawled as the primary copy). ``text`` and ``simhash`` come from the text
     module; ``payload_digest``, ``duplicate_of`` (first capture: URL, WARC
     date) and ``near_duplicate_of`` from the dedup pipeline; ``changed``,
-    ``observations``, ``changes``, ``first_fetch``, ``previous_fetch`` and
-    ``inlinks`` from the URL metadata store.
+    ``observations``, ``changes``, ``first_fetch``, ``previous_fetch``,
+    ``inlinks`` and ``next_visit`` from the URL metadata store.
     """
 
     url: str
@@ -116,6 +116,9 @@ class PageItem:
     inlinks: int = 0
     #: The fetch's time in the crawl clock (:mod:`crawler.policy.clock`), set by the metadata pipeline.
     crawl_time: float = 0.0
+    #: Crawl-clock seconds of the URL's next visit, planned as the metadata store recorded this fetch
+    #: (the recrawl pipeline's policy); 0: none.
+    next_visit: int = 0
     #: Set by a page module for resources it fetched (e.g. "png").
     module: str | None = None
     #: The spider callback that made the item ("parse", "parse_sitemap", "parse_resource").

@@ -224,8 +224,9 @@ def _with_literals(source: str, tables: dict[str, dict[str, str]]) -> str:
 
 
 def _definitions(helpers: str) -> list[tuple[str, str]]:
-    """common.lua cut into its top-level definitions (``local function f`` or ``local X =`` at the
-    start of a line, with the comments above it), each with its name, in order."""
+    """The prelude (common.lua and the files after it) cut into its top-level definitions (``local
+    function f`` or ``local X =`` at the start of a line, with the comments above it), each with its
+    name, in order."""
     parts: list[tuple[str, list[str]]] = []
     current: list[str] = []
     for line in helpers.split("\n"):
@@ -248,14 +249,13 @@ def _words(code: str) -> set[str]:
 
 def compose(shebang: str, body: str, *, common: bool = True) -> str:
     """Lua code as one script (``EVAL``): ``shebang``, the schema entries it names as literals, the
-    shared helpers of ``crawler/frontier/lua/common.lua`` it uses (directly or through another
-    helper; none unless ``common``), then ``body``. The crawl calls its library's functions
+    shared helpers of the prelude (:data:`PRELUDE`: ``crawler/frontier/lua/common.lua``...) it uses
+    (directly or through another helper; none unless ``common``), then ``body``. The crawl calls its library's functions
     (:func:`compose_library`); a single script is how tests and an operator's ``redis-cli --eval``
     try a helper on a server."""
     tables = _tables()
     body = _with_literals(body, tables)
-    helpers = _definitions(
-        _with_literals(lua_text("crawler.frontier", "common"), tables)) if common else []
+    helpers = _definitions(_with_literals(prelude_text(), tables)) if common else []
     wanted, chosen = _chosen(helpers, _words(body))
     prelude = [f"local {table} = {{{', '.join(f'{name} = {value}' for name, value in entries.items())}}}"
                for table, entries in tables.items() if table in wanted]
@@ -328,6 +328,15 @@ def lua_text(package: str, name: str) -> str:
     return (resources.files(package) / "lua" / f"{name}.lua").read_text(encoding="utf-8")
 
 
+#: The helpers every function of the library may use, in order (a file may use those before it).
+PRELUDE: tuple[tuple[str, str], ...] = (("crawler.frontier", "common"), ("crawler.policy", "revisit"))
+
+
+def prelude_text() -> str:
+    """The helpers' files (:data:`PRELUDE`) as one text."""
+    return "\n".join(lua_text(package, name) for package, name in PRELUDE)
+
+
 def library_scripts() -> dict[str, str]:
     """Every script of the crawl's library (:data:`LIBRARY_SCRIPTS`), name -> text."""
     return {name: lua_text(package, name) for package, names in LIBRARY_SCRIPTS.items() for name in names}
@@ -341,8 +350,8 @@ def function_name(script: str, *, many: bool = False, library: str = LIBRARY_NAM
 def compose_library(library: str, scripts: dict[str, str], many: tuple[str, ...], version: str, *,
                     common: bool = True) -> str:
     """Scripts (name -> text, each starting with its ``#!lua`` line) as one Redis function library
-    (``FUNCTION LOAD``): the schema tables and the shared helpers of ``common.lua`` (unless ``common``
-    is false) defined once, when the library loads, where a script (``EVAL``) runs its whole text,
+    (``FUNCTION LOAD``): the schema tables and the shared helpers of the prelude (:data:`PRELUDE`; unless
+    ``common`` is false) defined once, when the library loads, where a script (``EVAL``) runs its whole text,
     helper definitions included, on every call. Each script's body becomes a function of (KEYS, ARGV)
     registered as :func:`function_name` with the flags of its ``#!lua`` line (none: may write, refused
     before it starts while Redis is over ``maxmemory``); those named in ``many`` get a ``_many``
@@ -356,7 +365,7 @@ def compose_library(library: str, scripts: dict[str, str], many: tuple[str, ...]
         parts += [f"local {table} = {{{', '.join(f'{name} = {value}' for name, value in entries.items())}}}"
                   for table, entries in tables.items()]
         parts += [f"local {name} = {value}" for name, value in _constants().items()]
-        parts.append(_with_literals(lua_text("crawler.frontier", "common"), tables))
+        parts.append(_with_literals(prelude_text(), tables))
     else:
         parts.append("local NUMBERS, LH_RUN = {}, false\nlocal function lh_flush() end")
     registered: list[str] = []

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from crawler.frontier.compact import BucketSizes
 from crawler.metadata.record import RECORD_FIELDS, RECORD_VERSION, UrlRecord, UrlState
@@ -34,6 +34,7 @@ __all__ = [
     "RECORD_FIELDS",
     "RECORD_VERSION",
     "Observation",
+    "RevisitRequest",
     "UrlMetadataStore",
     "UrlRecord",
     "UrlState",
@@ -62,6 +63,23 @@ class Observation:
     host_near_duplicates: int = 0
     #: A repeat delivery (same status and payload within the repeat window): nothing was recorded.
     repeat: bool = False
+    #: The next visit planned with the record (crawl-clock seconds; 0: none asked) and its level.
+    next_visit: int = 0
+    level: int = 0
+
+
+class RevisitRequest(NamedTuple):
+    """What the record script needs to plan a URL's next visit as it records the fetch."""
+
+    #: The recrawl policy's numbers (:func:`crawler.policy.recrawl.revisit_terms`).
+    terms: str
+    depth: int
+    #: The host's importance, 0..1 (:meth:`crawler.policy.priority.PriorityPolicy.importance_of`).
+    host_importance: float
+    #: This fetch's time, crawl-clock seconds.
+    now: float
+    #: Epoch microseconds of the capture holding the payload (the revisit's validators' date).
+    captured: int
 
 
 #: Flags of a recorded fetch, for the host's quality counters.
@@ -92,20 +110,31 @@ class UrlMetadataStore:
         await self.scripts.load()
 
     async def record(
-        self, url: str, host: str, record: UrlRecord, *, flags: int = 0, inlink_positions: Sequence[int] = ()
+        self, url: str, host: str, record: UrlRecord, *, flags: int = 0, inlink_positions: Sequence[int] = (),
+        revisit: RevisitRequest | None = None,
     ) -> Observation:
         """Record a fetch; ``inlink_positions`` are the URL's Bloom positions (:func:`bloom_offsets`), for its
-        in-link estimate (none: no estimate)."""
+        in-link estimate (none: no estimate). With ``revisit``, the URL's next visit is planned from its
+        history after this fetch and put in the recrawl schedule, in the same call and the same write of
+        the record (:class:`crawler.frontier.due.DueSchedule` is the same schedule)."""
         keys = self.router.keys_for(host)
         args: list[Any] = [url_key(page_fingerprint(url)), record.pack(), self.change_distance, keys.prefix, host,
                            flags, self.repeat_window, self.sizes.records]
         if inlink_positions and self.inlink_cells:
-            args += sketch_offsets(inlink_positions, self.inlink_cells)
+            cells = sketch_offsets(inlink_positions, self.inlink_cells)
+            args.append(len(cells))
+            args += cells
+        else:
+            args.append(0)
+        if revisit is not None:
+            args += (revisit.terms, self.sizes.due, revisit.depth, repr(float(revisit.host_importance)),
+                     repr(float(revisit.now)), revisit.captured)
         reply = await self.scripts.call("urlmeta", [keys.lh("url")], args)
-        changed, observations, changes, previous, first, inlinks, pages, errors, near, repeat = (int(x) for x in reply)
+        (changed, observations, changes, previous, first, inlinks, pages, errors, near, repeat, next_visit,
+         level) = (int(x) for x in reply)
         return Observation(
             None if changed < 0 else bool(changed), observations, changes, previous, first, inlinks, pages, errors,
-            near, bool(repeat),
+            near, bool(repeat), next_visit, level,
         )
 
     async def get(self, url: str, host: str) -> UrlRecord | None:

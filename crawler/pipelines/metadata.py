@@ -7,8 +7,10 @@ the store keeps the change history and gives back whether the content changed
 ``previous_fetch``) and the URL's in-link estimate (``inlinks``), which the
 recrawl pipeline reads; and the host's quality counters, kept in the
 worker's :class:`~crawler.policy.hostquality.HostQualityCache` for the
-priority policy. If Redis cannot answer, the page goes on (counted in
-``metadata/unavailable``).
+priority policy. With the recrawl pipeline on, the same call plans the
+URL's next visit and puts it in the recrawl schedule (``next_visit``; the
+record is written once). If Redis cannot answer, the page goes on (counted in
+``metadata/unavailable``, and ``recrawl/unavailable`` for a page to revisit).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from crawler.httpheaders import header_value, http_date_epoch
 from crawler.items import PageItem
 from crawler.metadata.record import KIND_OTHER, KIND_PARSE, KIND_SITEMAP
 from crawler.metadata.store import PAGE_ERROR, PAGE_NEAR_DUPLICATE, UrlMetadataStore, UrlRecord, UrlState, digest4
+from crawler.pipelines.recrawl import RecrawlPipeline
 from crawler.policy.clock import CrawlClock
 from crawler.policy.hostquality import HostQualityCache
 from crawler.policy.priority import HostQuality
@@ -88,6 +91,10 @@ class UrlMetadataPipeline:
         self.host_quality = host_quality or HostQualityCache()
         self.repeat_window = repeat_window
         self.store: UrlMetadataStore | None = None
+        #: The crawl's archive stages, where the recrawl pipeline is found when the spider opens.
+        self.archive: Archive | None = None
+        #: The recrawl pipeline, whose revisits are planned with each record (None: no recrawl).
+        self.recrawl: RecrawlPipeline | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -105,10 +112,13 @@ class UrlMetadataPipeline:
             normalization=NormalizationConfig.from_settings(settings),
             settings=settings,
         )
-        Archive.for_crawler(crawler).join(pipeline)
+        pipeline.archive = Archive.for_crawler(crawler)
+        pipeline.archive.join(pipeline)
         return pipeline
 
     async def open_spider(self) -> None:
+        if self.archive is not None:
+            self.recrawl = next((s for s in self.archive.stages if isinstance(s, RecrawlPipeline)), None)
         client = await self.provider.client()
         self.store = await self.provider.outage.call("URL metadata store open", lambda: self._open(client),
                                                      self.stats)
@@ -155,17 +165,22 @@ class UrlMetadataPipeline:
         positions: list[int] = []
         if self.inlink_cells and self.seen is not None:
             positions = bloom_offsets(page_fingerprint(url), self.seen.bloom_bits, self.seen.bloom_hashes)
+        revisit = self.recrawl.revisit_request(item, host) if self.recrawl is not None else None
         try:
             store = self.store
             observation = await self.provider.outage.call(
                 "URL metadata store",
-                lambda: store.record(url, host, record, flags=flags, inlink_positions=positions),
+                lambda: store.record(url, host, record, flags=flags, inlink_positions=positions, revisit=revisit),
                 self.stats,
             )
         except (RedisError, OSError) as exc:
             self.stats.inc_value("metadata/unavailable")
-            logger.warning("URL metadata store unavailable (%s) for %s", exc, item.url)
+            if revisit is not None:
+                self.stats.inc_value("recrawl/unavailable")
+            logger.warning("URL metadata store unavailable (%s) for %s%s", exc, item.url,
+                           "; it is not scheduled for a revisit" if revisit is not None else "")
             return item
+        item.next_visit = observation.next_visit
         if observation.repeat:
             self.stats.inc_value("metadata/repeat")
         item.changed, item.observations, item.changes = (

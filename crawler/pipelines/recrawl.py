@@ -1,8 +1,11 @@
 """Schedules the next visit of every fetched page (``RECRAWL_*``).
 
-Runs after the URL metadata pipeline, which put the URL's change history on
-the item. For a page (``parse``) or sitemap (``parse_sitemap``) answered with
-a 2xx or a ``304 Not Modified``:
+For a page (``parse``) or sitemap (``parse_sitemap``) answered with a 2xx or
+a ``304 Not Modified``, the URL metadata pipeline asks this one for the
+revisit's inputs (:meth:`RecrawlPipeline.revisit_request`) and the URL
+metadata store decides the next visit in the same call that records the
+fetch, from the history that call computes, writing the URL's record once
+(``lua/urlmeta.lua``):
 
 1. the change rate is estimated from the history and the next interval
    chosen by :class:`~crawler.policy.recrawl.RecrawlPolicy` (shortened for
@@ -16,9 +19,13 @@ a 2xx or a ``304 Not Modified``:
    validators ``ETag`` and ``Last-Modified`` for a conditional request), so
    the recrawl needs ``METADATA_ENABLED``.
 
-Redirects, errors and resources fetched by page modules are not revisited
-(a redirect's target is a URL of its own). If Redis cannot answer, the page
-goes on unscheduled (``recrawl/unavailable``).
+The decision is :func:`~crawler.policy.recrawl.plan_revisit`'s, made in Lua
+with the policy's numbers (:func:`~crawler.policy.recrawl.revisit_terms`;
+``crawler/policy/lua/revisit.lua``). This pipeline counts what was scheduled
+(``item.next_visit``) and tells the frontier. Redirects, errors and
+resources fetched by page modules are not revisited (a redirect's target is
+a URL of its own). If Redis could not record the fetch, the page goes on
+unscheduled (``recrawl/unavailable``).
 """
 
 from __future__ import annotations
@@ -26,31 +33,23 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Self
 
-from redis.exceptions import RedisError
 from scrapy.exceptions import NotConfigured
 
 from crawler.archiving import Archive
 from crawler.exceptions import ConfigurationError
-from crawler.frontier.compact import bucket_sizes
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.context import FrontierContext
-from crawler.frontier.due import DueSchedule, Revisit
 from crawler.frontier.levels import PriorityLevels
-from crawler.frontier.shards import ShardRouter
 from crawler.items import PageItem
+from crawler.metadata.store import RevisitRequest
 from crawler.policy.clock import CrawlClock
-from crawler.policy.hostquality import HostQualityCache
-from crawler.policy.priority import PriorityPolicy, PrioritySignals
-from crawler.policy.recrawl import ChangeHistory, RecrawlPolicy, plan_revisit
-from crawler.redisconn.provider import RedisProvider
+from crawler.policy.priority import PriorityPolicy
+from crawler.policy.recrawl import RecrawlPolicy, revisit_terms
 from crawler.settings_parsing import get_bool
-from crawler.urls import NormalizationConfig, UrlError, normalize_page_url, page_fingerprint, url_key
 from crawler.warc.records import micros_of_warc_date, warc_micros
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
-
-    from crawler.redisconn.link import AnyRedis
 
 logger = logging.getLogger(__name__)
 
@@ -73,14 +72,10 @@ class RecrawlPipeline:
         self.priority = priority
         self.clock = clock
         self.levels = levels
-        self.provider = RedisProvider.for_crawler(crawler)
-        self.router = ShardRouter.for_crawler(crawler)
-        self.host_quality = HostQualityCache.for_crawler(crawler)
-        #: The crawl's URL normalization (the frontier's keys are built with it).
-        self.normalization = NormalizationConfig.from_settings(crawler.settings)
+        #: The policy's numbers as the record script reads them.
+        self.terms = revisit_terms(policy, priority, levels.levels, levels.default_level)
         #: This process's frontier scheduler, told when to drain the revisits scheduled here.
         self.frontier = FrontierContext.for_crawler(crawler)
-        self.schedule: DueSchedule | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -104,42 +99,28 @@ class RecrawlPipeline:
         Archive.for_crawler(crawler).join(pipeline)
         return pipeline
 
-    async def open_spider(self) -> None:
-        client = await self.provider.client()
-        self.schedule = await self.provider.outage.call("Recrawl schedule open", lambda: self._open(client),
-                                                        self.stats)
+    @staticmethod
+    def revisited(item: PageItem) -> bool:
+        """Whether a page gets a next visit (a page or sitemap answered with a 2xx or a 304)."""
+        return (item.callback in _REVISITED and not item.record_only
+                and (200 <= item.status < 300 or item.status == 304))
 
-    async def _open(self, client: AnyRedis) -> DueSchedule:
-        sizes = await bucket_sizes(client, self.router.keys[0].leases, external=False)
-        schedule = DueSchedule(client, self.router, sizes)
-        await schedule.open()
-        return schedule
+    def revisit_request(self, item: PageItem, host: str) -> RevisitRequest | None:
+        """What the URL metadata store needs to plan the page's next visit as it records the fetch
+        (None: not revisited)."""
+        if not self.revisited(item):
+            return None
+        now = item.crawl_time or self.clock.at(item.fetched_at)
+        return RevisitRequest(self.terms, item.depth, self.priority.importance_of(host), now,
+                              self._capture_micros(item))
 
-    async def close_spider(self) -> None:
-        if self.schedule is not None:
-            await self.schedule.close()
-
-    async def process_item(self, item: Any) -> Any:
-        if not isinstance(item, PageItem) or self.schedule is None:
+    def process_item(self, item: Any) -> Any:
+        if not isinstance(item, PageItem) or not self.revisited(item):
             return item
-        if item.callback not in _REVISITED or item.record_only or not (200 <= item.status < 300 or item.status == 304):
-            return item
-        try:
-            url, host = normalize_page_url(item.url, self.normalization)
-        except UrlError:
-            return item
-        revisit = self.plan(item, host)
-        entry = Revisit(url_key(page_fingerprint(url)), int(revisit.due), self.levels.level(revisit.priority), host,
-                        revisit.captured)
-        try:
-            schedule = self.schedule
-            await self.provider.outage.call("Recrawl schedule", lambda: schedule.schedule([entry]), self.stats)
-        except (RedisError, OSError) as exc:
-            self.stats.inc_value("recrawl/unavailable")
-            logger.warning("Recrawl schedule unavailable (%s); %s is not scheduled", exc, item.url)
+        if not item.next_visit:  # not recorded (Redis could not answer: recrawl/unavailable), or not a page URL
             return item
         self.stats.inc_value("recrawl/scheduled")
-        self.frontier.revisit_scheduled(entry.due * 1000)
+        self.frontier.revisit_scheduled(item.next_visit * 1000)
         if item.status == 304:
             self.stats.inc_value("recrawl/not_modified")
         elif item.changed is True:
@@ -147,19 +128,6 @@ class RecrawlPipeline:
         elif item.changed is False:
             self.stats.inc_value("recrawl/unchanged")
         return item
-
-    def plan(self, item: PageItem, host: str) -> _Plan:
-        """The next visit of a fetched page: when, at which priority, with which validators."""
-        now = item.crawl_time or self.clock.at(item.fetched_at)
-        history = ChangeHistory(item.observations, item.changes, float(item.first_fetch), now)
-        signals = PrioritySignals(
-            depth=item.depth,
-            inlinks=item.inlinks,
-            host_importance=self.priority.importance_of(host),
-            host=self.host_quality.get(host),
-        )
-        plan = plan_revisit(self.policy, self.priority, history, item.previous_fetch or None, signals)
-        return _Plan(plan.due, plan.priority, self._capture_micros(item))
 
     @staticmethod
     def _capture_micros(item: PageItem) -> int:
@@ -172,13 +140,3 @@ class RecrawlPipeline:
         if date is None and item.duplicate_of is not None and item.duplicate_of[0] == item.url:
             date = item.duplicate_of[1]
         return micros_of_warc_date(date) if date else warc_micros(item.fetched_at)
-
-
-class _Plan:
-    __slots__ = ("captured", "due", "priority")
-
-    def __init__(self, due: float, priority: int, captured: int) -> None:
-        self.due = due
-        self.priority = priority
-        #: Epoch microseconds of the capture holding the payload.
-        self.captured = captured

@@ -147,6 +147,21 @@ def plan_revisit(
     return RevisitPlan(now + interval, priority.priority(signals))
 
 
+def revisit_terms(recrawl: RecrawlPolicy, priority: PriorityPolicy, levels: int, default_level: int) -> str:
+    """The numbers :func:`plan_revisit` decides with, as the text ``lua/revisit.lua`` reads: the URL
+    metadata store plans a URL's next visit in the call that records its fetch, from the history that
+    call computes (one write of the record). ``levels`` and ``default_level`` map the priority to a front
+    queue (:class:`crawler.frontier.levels.PriorityLevels`). Each float is written exactly (``repr``)."""
+    w = priority.weights
+    numbers: tuple[float | int, ...] = (
+        recrawl.min_interval, recrawl.max_interval, recrawl.initial_interval, recrawl.change_fraction,
+        recrawl.importance_boost, w["inlinks"], w["depth"], w["host_importance"], w["host_error_rate"],
+        w["host_near_dup_rate"], w["change_rate"], priority.minimum, priority.maximum, priority.min_host_pages,
+        default_level, levels,
+    )
+    return " ".join(repr(float(n)) if isinstance(n, float) else str(n) for n in numbers)
+
+
 def lastmod_epoch(lastmod: str | None) -> float | None:
     """A sitemap ``lastmod`` (W3C datetime: a date, or a date and time) as epoch seconds; None if unreadable."""
     if not lastmod:

@@ -1,34 +1,47 @@
 #!lua
--- Record a fetch of one URL, keeping its change history.
+-- Record a fetch of one URL, keeping its change history, and schedule its next visit.
 -- KEYS[1]: the shard's URL-record state (P..K.lh..'url'; anchors the script to the shard's slot)
 -- ARGV: URL key, new record (crawler/metadata/record.py, without history),
 --       SimHash change threshold, shard prefix P, host, flags (1: the fetch
 --       is an error, 2: a near duplicate), repeat window (seconds; 0 = none),
---       URL records per bucket (linear hashing, see common.lua), then the
---       URL's cells in the in-link sketch as BITFIELD offsets ('#<cell>',
---       crawler/urls/fingerprint.py sketch_offsets; none: no estimate)
+--       URL records per bucket (linear hashing, see common.lua), the number n
+--       of the URL's cells in the in-link sketch, then those n cells as
+--       BITFIELD offsets ('#<cell>', crawler/urls/fingerprint.py
+--       sketch_offsets; none: no estimate); then, for a URL to revisit, six
+--       more: the recrawl policy's terms (crawler/policy/recrawl.py
+--       revisit_terms), entries per due bucket at most, the URL's depth, its
+--       host's importance (0..1), this fetch's time (crawl clock, seconds,
+--       with a fraction), the capture time of its payload (epoch us).
 -- A repeat delivery changes nothing: a fetch with the stored status and
 -- payload digest, less than the repeat window from the stored fetch, before or
 -- after it (a URL fetched again because its lease expired, whose two records
 -- may arrive in either order, or a record stored twice), leaves
--- the record and the host's counters as they are, so storing a page twice is
--- the same as storing it once.
+-- the record's history and the host's counters as they are, so storing a page
+-- twice is the same as storing it once.
 -- A 304 Not Modified keeps the last content fields: an unchanged observation.
 -- A fetch counts as a change when the payload digest differs from the last
 -- one AND the SimHash distance is above the threshold (or a SimHash is
 -- missing), so a rotating timestamp or banner alone is not a change. A
--- fetch that records no digest (a failure) is not an observation. The
--- schedule's fields (next visit, level, capture time) stay as they were.
+-- fetch that records no digest (a failure) is not an observation. Without a
+-- revisit the schedule's fields (next visit, level, capture time) stay as
+-- they were; with one, the next visit is planned from the history after this
+-- fetch (crawl/policy/lua/revisit.lua) and the URL moved in the recrawl
+-- schedule (a URL is in it at most once: its record's next_visit says where),
+-- the record written once with it.
 -- Returns {changed (1, 0; -1 for a first fetch), observations, changes,
 --          previous fetch time (0 if none), first observation time,
 --          in-link estimate, host pages, host errors, host near duplicates,
---          repeat (1: a repeat delivery, nothing recorded)}.
+--          repeat (1: a repeat delivery, nothing recorded),
+--          next visit (crawl-clock s; 0: none planned), its level}.
 local key = ARGV[1]
 local new = record_unpack(ARGV[2])
 local threshold = num(ARGV[3])
 local P, host, flags = ARGV[4], ARGV[5], num(ARGV[6])
 local window = num(ARGV[7])
 local records = urls_open(P, num(ARGV[8]))
+local cells = num(ARGV[9])
+local revisit = 10 + cells  -- the revisit's first argument, if any
+local plan = #ARGV >= revisit + 5
 local DIGEST, SIMHASH = URLREC_FLAG.FLAG_DIGEST, URLREC_FLAG.FLAG_SIMHASH
 
 local function distance(a, b)
@@ -68,16 +81,31 @@ end
 -- cells as BITFIELD offsets ('#<cell>', sketch_offsets in
 -- crawler/urls/fingerprint.py): a number written as text in Lua is a sprintf.
 local function inlink_count()
-  if #ARGV < 9 then
+  if cells == 0 then
     return 0
   end
   local args = {'BITFIELD_RO', P .. K.inlinks}
-  for i = 9, #ARGV do
+  for i = 10, 9 + cells do
     args[#args + 1] = 'GET'
     args[#args + 1] = 'u8'
     args[#args + 1] = ARGV[i]
   end
   return math.min(unpack(redis.call(unpack(args))))
+end
+
+-- The next visit planned from a reply's history (as the recrawl pipeline would from the item), into
+-- the schedule and the record `r` (its caller writes it), and into the reply.
+local function schedule(r, reply)
+  local now = tonumber(ARGV[revisit + 4])
+  local due, level = revisit_plan(revisit_terms(ARGV[revisit]), reply[2], reply[3], reply[5], now, reply[4],
+                                  num(ARGV[revisit + 2]), reply[6], tonumber(ARGV[revisit + 3]),
+                                  reply[7], reply[8], reply[9])
+  if r[URLREC.next_visit] > 0 then
+    due_remove(P, key, r[URLREC.next_visit])
+  end
+  due_insert(P, key, due, num(ARGV[revisit + 1]))
+  r[URLREC.next_visit], r[URLREC.level], r[URLREC.captured] = due, level, tonumber(ARGV[revisit + 5])
+  reply[11], reply[12] = due, level
 end
 
 local quality = P .. K.host_quality
@@ -91,9 +119,15 @@ if old_packed then
   if window > 0 and math.abs(since) < window and new[URLREC.status] == old[URLREC.status]
       and new_digest and record_has(old, DIGEST) and new[URLREC.digest] == old[URLREC.digest] then
     local counts = redis.call('HMGET', quality, host .. '|n', host .. '|e', host .. '|d')
-    return {0, old[URLREC.observations], old[URLREC.changes], old[URLREC.fetched_at], old[URLREC.first_fetch],
-            inlink_count(),
-            tonumber(counts[1] or '0'), tonumber(counts[2] or '0'), tonumber(counts[3] or '0'), 1}
+    local reply = {0, old[URLREC.observations], old[URLREC.changes], old[URLREC.fetched_at],
+                   old[URLREC.first_fetch], inlink_count(),
+                   tonumber(counts[1] or '0'), tonumber(counts[2] or '0'), tonumber(counts[3] or '0'), 1, 0, 0}
+    if plan then
+      schedule(old, reply)
+      redis.call('HSET', bucket, key, record_pack(old))
+      lh_close(records)
+    end
+    return reply
   end
   previous = old[URLREC.fetched_at]
   new[URLREC.observations] = old[URLREC.observations]
@@ -143,10 +177,6 @@ end
 if new[URLREC.observations] > 0 and new[URLREC.first_fetch] == 0 then
   new[URLREC.first_fetch] = new[URLREC.fetched_at]
 end
-record_intern(P, new)
-redis.call('HSET', bucket, key, record_pack(new))
-lh_close(records)
-
 -- The host's quality counters (pages, errors, near duplicates).
 local pages = redis.call('HINCRBY', quality, host .. '|n', '1')
 local counts = redis.call('HMGET', quality, host .. '|e', host .. '|d')
@@ -157,6 +187,12 @@ end
 if math.floor(flags / 2) % 2 == 1 then
   near = redis.call('HINCRBY', quality, host .. '|d', '1')
 end
-
-return {changed, new[URLREC.observations], new[URLREC.changes], previous, new[URLREC.first_fetch], inlink_count(),
-        pages, errors, near, 0}
+local reply = {changed, new[URLREC.observations], new[URLREC.changes], previous, new[URLREC.first_fetch],
+               inlink_count(), pages, errors, near, 0, 0, 0}
+if plan then
+  schedule(new, reply)
+end
+record_intern(P, new)
+redis.call('HSET', bucket, key, record_pack(new))
+lh_close(records)
+return reply
