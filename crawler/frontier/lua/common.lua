@@ -629,6 +629,16 @@ local function due_insert(P, key, t, max, ts)
   redis.call('ZADD', P .. K.due, moving[2], fresh)
 end
 
+-- A URL moved in the recrawl schedule to time t: out of where its record `r` says it is (next_visit),
+-- in at t, and r's next_visit set (its caller writes r).
+local function due_move(P, key, r, t, max, ts)
+  if r[URLREC.next_visit] > 0 then
+    due_remove(P, key, r[URLREC.next_visit])
+  end
+  due_insert(P, key, t, max, ts)
+  r[URLREC.next_visit] = t
+end
+
 -- The decimal form of a signed 64-bit big-endian integer given as 8 bytes
 -- (a URL key as the duplicate index stores it), exactly: 16-bit limbs.
 local function int64_decimal(b)

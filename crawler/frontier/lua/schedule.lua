@@ -19,12 +19,7 @@ for i = 4, #ARGV, 4 do
   local packed = redis.call('HGET', bucket, key)
   if packed then
     local record = record_unpack(packed)
-    local old = record[URLREC.next_visit]
-    if old > 0 then
-      due_remove(P, key, old)
-    end
-    due_insert(P, key, at, max, ARGV[i + 1])
-    record[URLREC.next_visit] = at
+    due_move(P, key, record, at, max, ARGV[i + 1])
     record[URLREC.level] = level
     record[URLREC.captured] = captured
     redis.call('HSET', bucket, key, record_pack(record))

@@ -25,7 +25,7 @@
 -- fetch that records no digest (a failure) is not an observation. Without a
 -- revisit the schedule's fields (next visit, level, capture time) stay as
 -- they were; with one, the next visit is planned from the history after this
--- fetch (crawl/policy/lua/revisit.lua) and the URL moved in the recrawl
+-- fetch (crawler/policy/lua/revisit.lua) and the URL moved in the recrawl
 -- schedule (a URL is in it at most once: its record's next_visit says where),
 -- the record written once with it.
 -- Returns {changed (1, 0; -1 for a first fetch), observations, changes,
@@ -100,11 +100,8 @@ local function schedule(r, reply)
   local due, level = revisit_plan(revisit_terms(ARGV[revisit]), reply[2], reply[3], reply[5], now, reply[4],
                                   num(ARGV[revisit + 2]), reply[6], tonumber(ARGV[revisit + 3]),
                                   reply[7], reply[8], reply[9])
-  if r[URLREC.next_visit] > 0 then
-    due_remove(P, key, r[URLREC.next_visit])
-  end
-  due_insert(P, key, due, num(ARGV[revisit + 1]))
-  r[URLREC.next_visit], r[URLREC.level], r[URLREC.captured] = due, level, tonumber(ARGV[revisit + 5])
+  due_move(P, key, r, due, num(ARGV[revisit + 1]))
+  r[URLREC.level], r[URLREC.captured] = level, tonumber(ARGV[revisit + 5])
   reply[11], reply[12] = due, level
 end
 
