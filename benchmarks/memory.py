@@ -6,7 +6,7 @@ not politeness), on a web whose URLs look like the real web's (``paths="real"``:
 60-100 characters, several segments, some query strings). While it runs it
 samples the embedded Redis: ``used_memory`` every ``--sample`` seconds, and
 every key's ``MEMORY USAGE`` by key family (the schema's names, see
-``crawler/frontier/keys.py`` and ``crawler/schema.py``) every ``--families``
+``crawler/crawlstate/keys.py`` and ``crawler/crawlstate/schema.py``) every ``--families``
 seconds. It prints:
 
 * the samples (pages crawled, URLs queued, used_memory);
@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 import redis  # noqa: E402
 
 from benchmarks.throughput import Web  # noqa: E402
-from crawler.frontier import keys as frontier_keys  # noqa: E402
+from crawler.crawlstate import keys as frontier_keys  # noqa: E402
 from crawler.redisconn.embedded import EmbeddedRedisServer  # noqa: E402
 from support.mockweb import WebSpec  # noqa: E402
 
@@ -69,13 +69,6 @@ def schema_families() -> list[tuple[str, str, str]]:
     for table_name in ("SHARD_KEYS", "CRAWL_KEYS"):
         for name, key in getattr(frontier_keys, table_name).items():
             out.append(("frontier", key.suffix, name))
-    try:
-        from crawler import schema
-
-        for name, key in getattr(schema, "DEDUP_KEYS", {}).items():
-            out.append(("dedup", key.suffix, name))
-    except ImportError:
-        pass
     out.sort(key=lambda entry: -len(entry[1]))
     return out
 

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 from redis.asyncio import Redis  # noqa: E402
 
 from benchmarks.scratch_redis import scratch_redis  # noqa: E402
-from crawler.frontier.shards import ShardRouter  # noqa: E402
+from crawler.crawlstate.shards import ShardRouter  # noqa: E402
 from crawler.metadata.store import UrlMetadataStore, UrlRecord, UrlState  # noqa: E402
 
 

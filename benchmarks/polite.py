@@ -66,8 +66,8 @@ from redis.asyncio import Redis  # noqa: E402
 
 from benchmarks.scratch_redis import scratch_redis  # noqa: E402
 from benchmarks.throughput import Services, wait_port  # noqa: E402
+from crawler.crawlstate.keys import ShardKeys  # noqa: E402
 from crawler.frontier.config import FrontierConfig  # noqa: E402
-from crawler.frontier.keys import FrontierKeys  # noqa: E402
 from crawler.frontier.seen import SeenConfig  # noqa: E402
 from crawler.frontier.store import Completion, EnqueueEntry, RedisFrontier, read_counts  # noqa: E402
 from crawler.urls import bloom_positions, url_fingerprint, url_key  # noqa: E402
@@ -303,7 +303,7 @@ async def frontier_with_sleepers(port: int, sleepers: int, cycles: int) -> tuple
         active_hosts=1_000_000, lease_timeout=60.0, idle_poll=1.0, refill_batch=1000, enqueue_batch=500,
         local_seen_size=0, concurrency=32,
     )
-    frontier = RedisFrontier(client, FrontierKeys("scale"), config, seen=SEEN)
+    frontier = RedisFrontier(client, ShardKeys("scale"), config, seen=SEEN)
     await frontier.prepare()
     now = 1_700_000_000_000
 

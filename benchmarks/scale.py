@@ -62,9 +62,9 @@ from benchmarks.throughput import (  # noqa: E402
     measure,
     print_table,
 )
+from crawler.crawlstate.keys import ShardKeys  # noqa: E402
 from crawler.frontier.codec import RequestCodec  # noqa: E402
 from crawler.frontier.config import FrontierConfig  # noqa: E402
-from crawler.frontier.keys import FrontierKeys  # noqa: E402
 from crawler.frontier.seen import SeenConfig  # noqa: E402
 from crawler.frontier.store import Completion, RedisFrontier, Step  # noqa: E402
 from crawler.urls import url_fingerprint  # noqa: E402
@@ -202,7 +202,7 @@ async def _frontier_runs(process: subprocess.Popen[bytes], port: int, seconds: f
             config = frontier_config(crawl_id)
             queued = hosts * per_host
             seen = SeenConfig.sized(max(queued, 1000), 0.01)
-            frontier = RedisFrontier(client, FrontierKeys(crawl_id), config, seen=seen)
+            frontier = RedisFrontier(client, ShardKeys(crawl_id), config, seen=seen)
             before = used_memory(port)
             await frontier.prepare()
             took = await fill(frontier, hosts, per_host)

@@ -36,9 +36,9 @@ from redis.asyncio import Redis  # noqa: E402
 from scrapy import Spider  # noqa: E402
 
 from benchmarks.scratch_redis import scratch_redis  # noqa: E402
+from crawler.crawlstate.keys import ShardKeys  # noqa: E402
 from crawler.frontier.codec import RequestCodec  # noqa: E402
 from crawler.frontier.config import FrontierConfig  # noqa: E402
-from crawler.frontier.keys import FrontierKeys  # noqa: E402
 from crawler.frontier.seen import SeenConfig  # noqa: E402
 from crawler.frontier.store import EnqueueEntry, RedisFrontier, Step, StepResult  # noqa: E402
 from crawler.urls import url_fingerprint  # noqa: E402
@@ -63,7 +63,7 @@ def config(crawl_id: str) -> FrontierConfig:
 
 async def memory(client: Redis, urls: int) -> None:
     seen = SeenConfig.sized(urls, 0.01)
-    frontier = RedisFrontier(client, FrontierKeys("seen-memory"), config("seen-memory"), seen=seen)
+    frontier = RedisFrontier(client, ShardKeys("seen-memory"), config("seen-memory"), seen=seen)
     await frontier.prepare()
     started = time.perf_counter()
     batch: list[EnqueueEntry] = []
@@ -81,7 +81,7 @@ async def memory(client: Redis, urls: int) -> None:
     exact = 0
     sets = 0
     encodings: dict[bytes, int] = {}
-    async for key in client.scan_iter(match=frontier.keys.exact(0)[:-1] + "*", count=1000):
+    async for key in client.scan_iter(match=frontier.keys.seen_exact(0)[:-1] + "*", count=1000):
         sets += 1
         exact += int(await client.memory_usage(key, samples=0) or 0)
         encoding = await client.object("encoding", key)
@@ -96,7 +96,7 @@ async def throughput(
     client: Redis, pages: int, links_per_page: int, new_share: float, server: psutil.Process
 ) -> None:
     seen = SeenConfig.sized(10_000_000, 0.01)
-    frontier = RedisFrontier(client, FrontierKeys("seen-throughput"), config("seen-throughput"), seen=seen)
+    frontier = RedisFrontier(client, ShardKeys("seen-throughput"), config("seen-throughput"), seen=seen)
     await frontier.prepare()
     url_filter = UrlFilter(FilterConfig())
     domains = RegisteredDomains()

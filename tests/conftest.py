@@ -263,7 +263,7 @@ def url_record(client: Any, crawl_id: str, url: str, shards: int = 1) -> Any:
     crawl of ``shards`` shards, read with the crawler's own record script; None when it has none."""
     from urllib.parse import urlsplit
 
-    from crawler.frontier.shards import ShardRouter
+    from crawler.crawlstate.shards import ShardRouter
     from crawler.metadata.record import UrlRecord
     from crawler.urls import url_fingerprint, url_key
 
@@ -276,10 +276,10 @@ def url_record(client: Any, crawl_id: str, url: str, shards: int = 1) -> Any:
 def due_time(client: Any, crawl_id: str, url: str, shard: int = 0) -> float | None:
     """When a normalized URL is due for a recrawl (crawl-clock seconds), from the recrawl schedule's
     buckets; None when it is not scheduled."""
-    from crawler.frontier.keys import FrontierKeys
+    from crawler.crawlstate.keys import ShardKeys
     from crawler.urls import url_fingerprint, url_key
 
-    keys = FrontierKeys(crawl_id, shard)
+    keys = ShardKeys(crawl_id, shard)
     member = str(url_key(url_fingerprint(url)))
     for bucket in client.zrange(keys.due, 0, -1):
         score = client.zscore(keys.due_bucket(int(bucket)), member)

@@ -495,7 +495,7 @@ def test_out_of_retries_an_answer_goes_to_the_callback_and_an_error_to_the_errba
     """Scrapy's retry semantics: the last 503 reaches the callback of a spider that allows it (and
     its URL is done, not dead-lettered); a download error out of retries is dead-lettered and the
     request's errback gets it. Each retried through the frontier, politely."""
-    from crawler.frontier.keys import FrontierKeys
+    from crawler.crawlstate.keys import ShardKeys
 
     scenario = tmp_path / "scenario.json"
     scenario.write_text(json.dumps({"specials": {"4": ["/unavailable", "/truncated"]}}))
@@ -516,7 +516,7 @@ def test_out_of_retries_an_answer_goes_to_the_callback_and_an_error_to_the_errba
     assert sorted(entry.path for entry in entries[1:]) == ["/truncated", "/truncated", "/unavailable", "/unavailable"]
     report = politeness(entries, min_gap=MIN_GAP)
     assert report.overlaps == 0 and report.short_gaps == 0, report
-    dead = redis_server.client().hgetall(FrontierKeys(crawl_id).key("deadinfo"))
+    dead = redis_server.client().hgetall(ShardKeys(crawl_id).dead_info)
     assert [value.decode().split("\t")[3] for value in dead.values()] == ["ResponseDataLossError"]
     assert "Gave up retrying " + answer in result.stderr
     # The 503 is archived like any answer.

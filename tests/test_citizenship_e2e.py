@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import redis
 
-from crawler.frontier.keys import FrontierKeys
+from crawler.crawlstate.keys import ShardKeys
 from crawler.metadata.store import UrlState
 from support.mockweb import LogEntry, WebSpec, host_ip
 from tests.conftest import MockWeb, RedisServer, run_crawl, stat, url_record
@@ -104,9 +104,9 @@ def crawl(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) -
     client = redis.Redis.from_url(redis_server.url)
     dead = {
         key.decode(): value.decode().split("\t")
-        for key, value in client.hgetall(FrontierKeys(crawl_id).key("deadinfo")).items()
+        for key, value in client.hgetall(ShardKeys(crawl_id).dead_info).items()
     }
-    sitemaps = client.smembers(FrontierKeys(crawl_id).key("sitemaps:" + host_ip(7)))
+    sitemaps = client.smembers(ShardKeys(crawl_id).sitemaps(host_ip(7)))
     server_error_record = url_record(client, crawl_id, f"http://{host_ip(18)}:{web.port}/server-error")
     return {"result": result, "hosts": by_host(entries), "all": entries, "dead": dead, "sitemaps": sitemaps,
             "port": web.port, "server_error_record": server_error_record}
@@ -289,8 +289,8 @@ def test_dead_letters_can_be_listed_and_requeued(crawl: dict[str, Any], redis_se
     requeue = subprocess.run([*command, "--requeue"], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     assert "requeued 4" in requeue.stdout
     client = redis.Redis.from_url(redis_server.url)
-    assert client.hlen(FrontierKeys("citizenship").key("deadinfo")) == 0
-    assert int(client.get(FrontierKeys("citizenship").queued) or 0) == 4
+    assert client.hlen(ShardKeys("citizenship").dead_info) == 0
+    assert int(client.get(ShardKeys("citizenship").queued) or 0) == 4
 
 
 def test_placeholder_user_agent_stops_at_the_first_foreign_host_and_keeps_the_url(
@@ -309,7 +309,7 @@ def test_placeholder_user_agent_stops_at_the_first_foreign_host_and_keeps_the_ur
     assert result.stats["finish_reason"] == "user_agent_placeholder", result.stderr[-3000:]
     assert "USER_AGENT: still the placeholder" in result.stderr
     client = redis.Redis.from_url(redis_server.url)
-    assert int(client.get(FrontierKeys("identity").queued) or 0) == 1  # the foreign URL is kept
+    assert int(client.get(ShardKeys("identity").queued) or 0) == 1  # the foreign URL is kept
     assert not [e for e in web.entries() if not e.host.startswith("127.20.")]
 
 
@@ -333,10 +333,10 @@ def test_every_key_the_crawl_left_in_redis_is_one_the_schema_names(
     crawl: dict[str, Any], redis_server: RedisServer
 ) -> None:
     """robots.txt, dead letters, sitemaps, backoff, parking, metadata, dedup: all keys are in the schema."""
-    from crawler.frontier.keys import CRAWL_KEYS, SHARD_KEYS
+    from crawler.crawlstate.keys import CRAWL_KEYS, SHARD_KEYS
 
     client = redis.Redis.from_url(redis_server.url)
-    shard, crawl_wide = FrontierKeys("citizenship").prefix, "frontier:{citizenship}:"
+    shard, crawl_wide = ShardKeys("citizenship").prefix, "frontier:{citizenship}:"
     schemas = {shard: SHARD_KEYS, crawl_wide: CRAWL_KEYS}
     seen_suffixes: set[str] = set()
     for prefix, schema in schemas.items():

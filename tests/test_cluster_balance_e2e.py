@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import redis
 
-from crawler.frontier.compact import LinearHash
-from crawler.frontier.shards import ShardRouter
+from crawler.crawlstate.compact import LinearHash
+from crawler.crawlstate.shards import ShardRouter
 from support.mockweb import WebSpec
 from tests.conftest import RedisClusterServers, RunningCrawl, stat
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import redis
 
-from crawler.frontier.keys import FrontierKeys
-from crawler.frontier.shards import ShardRouter
+from crawler.crawlstate.keys import ShardKeys
+from crawler.crawlstate.shards import ShardRouter
 from crawler.urls import normalize_url
 from support.mockweb import WebSpec, host_ip, politeness
 from tests.conftest import (
@@ -113,7 +113,7 @@ def test_sharded_frontier_on_one_redis(
     client = redis_server.client()
     # Every shard got hosts (40 hosts over 4 shards).
     for shard in range(4):
-        assert int(client.get(ShardRouter(crawl_id, 4).keys[shard].key("seencount")) or 0) > 0
+        assert int(client.get(ShardRouter(crawl_id, 4).keys[shard].seen_count) or 0) > 0
 
 
 @pytest.mark.parametrize(("settings", "message"), [
@@ -165,7 +165,7 @@ def test_a_shard_whose_slot_moved_is_found_on_its_new_node(redis_cluster: RedisC
     from crawler.redisconn.link import SlotMovedError
     from crawler.urls import url_fingerprint
 
-    keys = FrontierKeys(crawl_id, 3)
+    keys = ShardKeys(crawl_id, 3)
     config = FrontierConfig.from_settings(Settings({"FRONTIER_MIN_DELAY": 0, "FRONTIER_DELAY_FACTOR": 0}), crawl_id)
     seen = SeenConfig.sized(10_000, 0.01)
 

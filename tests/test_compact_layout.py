@@ -15,12 +15,12 @@ import redis
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from crawler.crawlstate.compact import LH_MOD, LinearHash, lh_hash
+from crawler.crawlstate.keys import LAYOUT_VERSION, ShardKeys
+from crawler.crawlstate.library import compose
+from crawler.crawlstate.shards import ShardRouter, check_crawl_metadata
 from crawler.exceptions import ConfigurationError
-from crawler.frontier.compact import LH_MOD, LinearHash, lh_hash
-from crawler.frontier.keys import LAYOUT_VERSION, FrontierKeys
-from crawler.frontier.shards import ShardRouter, check_crawl_metadata
 from crawler.metadata.record import KIND_OTHER, UrlRecord, UrlState
-from crawler.schema import compose
 from crawler.urls import url_fingerprint, url_key
 from tests.conftest import RedisServer
 
@@ -76,12 +76,12 @@ lh_close(lh)
 """
 
 
-def _members_in_place(client: Any, keys: FrontierKeys, lh: LinearHash, most: int | None = None) -> int:
+def _members_in_place(client: Any, keys: ShardKeys, lh: LinearHash, most: int | None = None) -> int:
     """The members of every bucket, each checked to be in the bucket Python computes for it (and the
     bucket no larger than ``most``)."""
     found = 0
     for bucket in range(lh.buckets):
-        members = {int(m) for m in client.smembers(keys.exact(bucket))}
+        members = {int(m) for m in client.smembers(keys.seen_exact(bucket))}
         assert all(lh.bucket(member) == bucket for member in members), bucket
         assert most is None or len(members) <= most
         found += len(members)
@@ -92,8 +92,8 @@ def test_linear_hashing_splits_keep_every_entry_in_the_bucket_python_computes(re
     """Entries added in batches through lh_open/lh_close: the structure splits as it grows, every
     bucket holds only keys that hash to it, and Python's LinearHash finds each key's bucket."""
     client = redis_server.client()
-    keys = FrontierKeys(f"lh-{random.getrandbits(32)}")
-    base = keys.exact(0)[:-1]
+    keys = ShardKeys(f"lh-{random.getrandbits(32)}")
+    base = keys.seen_exact(0)[:-1]
     body = _lh_adds(16) + "return redis.call('GET', ARGV[1] .. K.lh .. 'seen')\n"
     rng = random.Random(5)
     added: list[int] = []
@@ -116,8 +116,8 @@ def test_many_calls_in_one_run_share_the_linear_hashing_state_and_save_it_once(r
     from crawler.redisconn.functions import FunctionLibrary
 
     client = redis_server.client()
-    keys = FrontierKeys(f"lh-many-{random.getrandbits(32)}")
-    base = keys.exact(0)[:-1]
+    keys = ShardKeys(f"lh-many-{random.getrandbits(32)}")
+    base = keys.seen_exact(0)[:-1]
     body = "#!lua\nif ARGV[3] == 'fail' then\n  error('a failing call')\nend\n" + _lh_adds(4) + "return lh.n\n"
     client.function_load(FunctionLibrary("lhtest", {"adds": body}, many=("adds",)).source, replace=True)
     rng = random.Random(7)
@@ -160,7 +160,7 @@ def test_a_url_record_packed_by_lua_is_byte_identical_to_python_s(redis_server: 
     packed = [record.pack() for record in records]
     assert probe(client, body, [], *packed) == packed
     # Stored with its host by number, read with its host's name, handed out as Python wrote it.
-    prefix = FrontierKeys(f"hosts-{random.getrandbits(32)}").prefix
+    prefix = ShardKeys(f"hosts-{random.getrandbits(32)}").prefix
     body = """
 local P = ARGV[1]
 local out = {}

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from crawler.crawlstate.keys import ShardKeys
 from crawler.frontier.codec import stored_url
-from crawler.frontier.keys import FrontierKeys
 from support.mockweb import WebSpec, host_index, parse_page_path, politeness
 from tests.conftest import ROOT, MockWeb, RedisServer, RunningCrawl, crawl_command, crawl_env, run_crawl, stat
 
@@ -110,7 +110,7 @@ def test_next_host_fetch_starts_when_its_delay_ends(
 
 
 def read_leased_urls(server: RedisServer, crawl_id: str) -> set[str]:
-    keys = FrontierKeys(crawl_id)
+    keys = ShardKeys(crawl_id)
     client = server.client()
     urls = set()
     for member in client.zrange(keys.leases, 0, -1):

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from crawler.crawlstate.keys import ShardKeys
 from crawler.frontier.codec import stored_url
-from crawler.frontier.keys import FrontierKeys
 from crawler.urls import normalize_url
 from support.mockweb import WebSpec, host_index, parse_page_path, politeness
 from tests.conftest import RedisServer, RunningCrawl, url_record
@@ -53,7 +53,7 @@ def stored_pages(warc_dir: Path) -> dict[tuple[int, int], list[str]]:
 
 def leased_pages(server: RedisServer, crawl_id: str) -> set[tuple[int, int]]:
     """Pages under a lease now (a live worker may ack one meanwhile: skipped; a dead one cannot)."""
-    keys = FrontierKeys(crawl_id)
+    keys = ShardKeys(crawl_id)
     client = server.client()
     pages = set()
     for member in client.zrange(keys.leases, 0, -1):

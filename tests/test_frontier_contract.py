@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from redis.asyncio import Redis
 
+from crawler.crawlstate.keys import ShardKeys
+from crawler.crawlstate.shards import ShardRouter
 from crawler.frontier.config import FrontierConfig
-from crawler.frontier.keys import FrontierKeys
 from crawler.frontier.outcome import HostSignal, LeaseAction
 from crawler.frontier.seen import SeenConfig
-from crawler.frontier.shards import ShardRouter
 from crawler.frontier.store import DONT_FILTER, EXACT_ONLY, Completion, EnqueueEntry, Lease, RedisFrontier, Step
 from crawler.policy.backoff import BackoffPolicy
 from crawler.policy.politeness import PolitenessKey
@@ -73,7 +73,7 @@ class Harness:
 
     async def open(self) -> RedisFrontier:
         self.client = Redis.from_url(self.server.url)
-        self.frontier = RedisFrontier(self.client, FrontierKeys(self.config.crawl_id), self.config, seen=SEEN)
+        self.frontier = RedisFrontier(self.client, ShardKeys(self.config.crawl_id), self.config, seen=SEEN)
         await self.frontier.load_scripts()
         return self.frontier
 
@@ -245,7 +245,7 @@ def test_a_key_with_a_concurrency_of_its_own_gets_it_the_others_one(run: Callabl
         f = h.frontier
         assert f is not None
         assert h.client is not None
-        await h.client.hset(f.keys.key("slotk"), mapping={"a.test": 2})
+        await h.client.hset(f.keys.slot_limit, mapping={"a.test": 2})
         await f.enqueue([entry(f"http://{host}/{i}") for host in ("a.test", "b.test") for i in range(4)])
         hosts: Counter[str] = Counter()
         for _ in range(4):
@@ -424,7 +424,7 @@ def test_queued_counter_matches_queues(run: Callable[..., None]) -> None:
         back = 0
         for i in range(10):
             for level in range(f.config.levels):
-                back += await h.client.llen(keys.back(f"h{i}.test", level))
+                back += await h.client.llen(keys.queue(f"h{i}.test", level))
         assert counts.queued == back + sum(counts.front) == 70 - 4
         await f.release([lease.member for lease, _ in claim.claimed], T0)
         assert (await f.counts()).queued == 70
@@ -571,9 +571,9 @@ def test_a_revisit_whose_record_is_gone_is_skipped(run: Callable[..., None]) -> 
         await f.ack([Completion(lease.member, T0, T0) for lease, _ in first])
         # y.test has a revisit of a URL without a record at the head of its queue; z.test has
         # only two such revisits.
-        await h.client.rpush(f.keys.back("y.test", 1), b"@1001")
-        await h.client.delete(f.keys.back("z.test", 1))
-        await h.client.rpush(f.keys.back("z.test", 1), b"@1003", b"@1002")
+        await h.client.rpush(f.keys.queue("y.test", 1), b"@1001")
+        await h.client.delete(f.keys.queue("z.test", 1))
+        await h.client.rpush(f.keys.queue("z.test", 1), b"@1003", b"@1002")
         await h.client.incrby(f.keys.queued, 1)
         f = await h.reopen()
         claim = await f.claim(T0, 10)
@@ -615,7 +615,7 @@ def test_exact_store_stays_compact(run: Callable[..., None]) -> None:
         f = h.frontier
         assert f is not None and h.client is not None
         await f.enqueue([entry(f"http://h{i % 50}.test/{i}") for i in range(2000)])
-        buckets = [key async for key in h.client.scan_iter(match=f.keys.exact(0)[:-1] + "*")]
+        buckets = [key async for key in h.client.scan_iter(match=f.keys.seen_exact(0)[:-1] + "*")]
         # Linear hashing split the store as it grew: several buckets, each an intset.
         assert len(buckets) >= 2000 // f.sizes.seen
         assert {await h.client.object("encoding", key) for key in buckets} == {b"intset"}
@@ -800,7 +800,7 @@ def test_inlink_sketch_counts_every_discovery(run: Callable[..., None]) -> None:
         popular, rare = "http://c.test/popular", "http://c.test/rare"
         # Found 7 times (new once, then duplicates), and once.
         await f.enqueue([entry(popular) for _ in range(7)] + [entry(rare)])
-        keys = FrontierKeys(h.config.crawl_id)
+        keys = ShardKeys(h.config.crawl_id)
         store = UrlMetadataStore(h.client, ShardRouter(h.config.crawl_id), inlink_cells=h.config.inlink_cells)
         await store.open()
         counts = {}

@@ -17,12 +17,12 @@ import redis
 from redis.asyncio import Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 
+from crawler.crawlstate.keys import ShardKeys
+from crawler.crawlstate.library import LIBRARY_MANY, LIBRARY_NAME, LIBRARY_SCRIPTS, library_scripts
 from crawler.exceptions import FrontierUnavailableError
-from crawler.frontier.keys import FrontierKeys
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.store import RedisFrontier
 from crawler.redisconn.functions import USERS_KEY, FunctionLibrary, LibraryConflictError, crawler_library
-from crawler.schema import LIBRARY_MANY, LIBRARY_NAME, LIBRARY_SCRIPTS, library_scripts
 from support.mockweb import free_port
 from tests.conftest import RedisClusterServers, RedisServer, _wait_for_port
 from tests.test_frontier_contract import make_config
@@ -123,7 +123,7 @@ def test_a_worker_whose_word_lapsed_does_not_hold_its_version(redis_server: Redi
 def test_a_frontier_step_finds_a_lost_library_again(redis_server: RedisServer, crawl_id: str) -> None:
     """A server that lost its functions (a restart without persistence, FUNCTION FLUSH): the next step is
     refused ("Function not found"), the library loaded again and the step sent again."""
-    keys = FrontierKeys(crawl_id)
+    keys = ShardKeys(crawl_id)
     config = make_config(crawl_id)
 
     async def run() -> tuple[int, int]:
@@ -167,7 +167,7 @@ def test_a_function_that_may_write_is_refused_before_its_first_write_when_redis_
         with pytest.raises(redis.exceptions.OutOfMemoryError):
             client.fcall("crawler_lead", 1, "some:lease", "w1", 1000)
         assert client.dbsize() == before and client.exists("victim") and not client.exists("first")
-        keys = FrontierKeys("full")
+        keys = ShardKeys("full")
         assert client.fcall("crawler_record", 1, keys.lh("url"), keys.prefix, 1) == [b""]
     finally:
         server.stop()

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from crawler.frontier.compact import LinearHash
-from crawler.frontier.keys import FrontierKeys
-from crawler.redisconn.encodings import SERVER_CONFIG
+from crawler.crawlstate.compact import LinearHash
+from crawler.crawlstate.encodings import SERVER_CONFIG
+from crawler.crawlstate.keys import ShardKeys
 from support.mockweb import WebSpec
 from tests.conftest import RedisServer, run_crawl, stat
 
@@ -60,7 +60,7 @@ def test_a_crawl_within_64_mb_runs_to_its_end_and_loses_nothing_it_admitted(
     info = client.info("memory")
     assert info["maxmemory"] == LIMIT and info["used_memory_peak"] < LIMIT
     # The Bloom filter was sized within the limit (SEEN_BLOOM_SHARE of it), not for 100 million URLs.
-    meta = client.hgetall(FrontierKeys(crawl_id).crawl_key("meta"))
+    meta = client.hgetall(ShardKeys(crawl_id).crawl_key("meta"))
     assert int(meta[b"bloom_bits"]) // 8 <= LIMIT // 8
     # Near the limit it admitted fewer URLs, counted them, and said why in the log (the progress
     # line's wording is tested in test_ops).
@@ -73,7 +73,7 @@ def test_a_crawl_within_64_mb_runs_to_its_end_and_loses_nothing_it_admitted(
     assert result.stats["redis/memory_limit"] == LIMIT
     # Nothing admitted was lost: every URL enqueued was fetched (a record each) and nothing is left
     # queued or leased.
-    keys = FrontierKeys(crawl_id)
+    keys = ShardKeys(crawl_id)
     records = LinearHash.parse(client.get(keys.lh("url"))).entries
     assert stat(result, "frontier/enqueued") == records == stat(result, "metadata/recorded") > 0
     assert int(client.get(keys.queued) or 0) == 0 and client.zcard(keys.leases) == 0

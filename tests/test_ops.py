@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from crawler.crawlstate.keys import ShardKeys
 from crawler.extensions.progress import ticks
-from crawler.frontier.keys import FrontierKeys
 from crawler.ops.figures import (
     MIN_RECORDS_FOR_TIME,
     FrontierFigures,
@@ -247,7 +247,7 @@ def test_crawl_with_metrics_progress_and_report(
     assert report.exists() and "<svg" in report.read_text()
     # The shared record: totals and a timeline in Redis.
     client = redis_server.client()
-    keys = FrontierKeys(crawl_id)
+    keys = ShardKeys(crawl_id)
     assert int(client.hget(keys.crawl_key("totals"), "pages") or 0) == len(web.entries())
     assert client.llen(keys.crawl_key("timeline")) >= 2
 
@@ -341,7 +341,7 @@ def test_frontier_command_seed_stats_hosts_drain_report_reset(
     assert not list(client.scan_iter(match=f"frontier:{{{crawl_id}}}*"))
     assert not list(client.scan_iter(match=f"frontier:{{{crawl_id}.0}}*"))
     assert all(client.exists(key) for key in neighbours)
-    assert client.exists(FrontierKeys(crawl2).crawl_key("meta"))
+    assert client.exists(ShardKeys(crawl2).crawl_key("meta"))
 
 
 def png_is_blank(png: bytes) -> bool:
@@ -399,7 +399,7 @@ def test_the_longest_back_queues_are_counted_over_every_level(redis_server: Redi
 
     from redis.asyncio import Redis
 
-    from crawler.frontier.shards import ShardRouter
+    from crawler.crawlstate.shards import ShardRouter
     from crawler.ops.view import longest_queues
 
     router = ShardRouter(f"backlog-{shards}-{time.time_ns()}", shards)
@@ -409,7 +409,7 @@ def test_the_longest_back_queues_are_counted_over_every_level(redis_server: Redi
         keys = router.keys_for(host)
         client.sadd(keys.active, host)
         for n in range(size):
-            client.lpush(keys.back(host, (0, 5, 15)[n % 3]), f"entry-{n}")
+            client.lpush(keys.queue(host, (0, 5, 15)[n % 3]), f"entry-{n}")
 
     async def main() -> list[tuple[str, int]]:
         async_client = Redis.from_url(redis_server.url)

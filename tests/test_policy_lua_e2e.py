@@ -9,10 +9,10 @@ import random
 
 import pytest
 
+from crawler.crawlstate.library import compose
 from crawler.frontier.levels import PriorityLevels
 from crawler.policy.priority import DEFAULT_WEIGHTS, HostQuality, PriorityPolicy, PrioritySignals
 from crawler.policy.recrawl import ChangeHistory, RecrawlPolicy, plan_revisit, revisit_terms
-from crawler.schema import compose
 from tests.conftest import RedisServer
 
 _PLAN = compose("#!lua", """

@@ -29,7 +29,7 @@ import pytest
 import redis
 from warcio.archiveiterator import ArchiveIterator
 
-from crawler.frontier.keys import FrontierKeys
+from crawler.crawlstate.keys import ShardKeys
 from crawler.policy.recrawl import ChangeHistory, estimate_change_rate
 from support.mockweb import WebSpec, host_ip
 from tests.conftest import TEST_SETTINGS, MockWeb, RedisServer, run_crawl, start_mockweb, stat, url_record
@@ -112,7 +112,7 @@ def continuous(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServ
     finally:
         web.stop()
     client = redis.Redis.from_url(redis_server.url)
-    keys = FrontierKeys(crawl_id)
+    keys = ShardKeys(crawl_id)
     metadata = {}
     for kind in KINDS:
         for host, path in changing_pages(kind):
@@ -229,7 +229,7 @@ def test_batch_mode_ends_and_the_next_run_revisits(tmp_path: Path, redis_server:
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("".join(web.url(h) + "\n" for h in range(3)))
     client = redis.Redis.from_url(redis_server.url)
-    keys = FrontierKeys(crawl_id)
+    keys = ShardKeys(crawl_id)
     try:
         started = time.time()
         first = run_crawl("-a", f"seeds={seeds}", settings=settings, timeout=120)

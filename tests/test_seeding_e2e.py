@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from crawler.frontier.keys import FrontierKeys
+from crawler.crawlstate.keys import ShardKeys
 from tests.conftest import ROOT, RedisServer, crawl_command, crawl_env
 
 SEEDS = 1_000_000
@@ -40,7 +40,7 @@ def test_a_million_seeds_stream_in_and_a_rerun_after_an_interruption_adds_only_t
 ) -> None:
     seeds = write_seeds(tmp_path / "seeds.txt", SEEDS)
     client = redis_server.client()
-    queued = FrontierKeys(crawl_id).key("queued")
+    queued = ShardKeys(crawl_id).queued
     # The first run is killed once a good part is in (SIGKILL: no chance to finish a batch).
     first = subprocess.Popen(seed_command(seeds, redis_server.url, crawl_id), cwd=ROOT, env=crawl_env(),
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -65,7 +65,7 @@ def test_a_million_seeds_stream_in_and_a_rerun_after_an_interruption_adds_only_t
     assert report["dropped"] == {"scheme": 1, "malformed": 1}, report["dropped"]
     assert report["lines"] == SEEDS + 4
     assert int(client.get(queued) or 0) == SEEDS
-    assert int(client.get(FrontierKeys(crawl_id).key("seencount")) or 0) == SEEDS
+    assert int(client.get(ShardKeys(crawl_id).seen_count) or 0) == SEEDS
 
 
 def test_on_a_terminal_seeding_shows_its_progress(redis_server: RedisServer, crawl_id: str, tmp_path: Path) -> None:
@@ -116,7 +116,7 @@ def test_a_crawls_seeds_file_is_handed_to_the_frontier_as_it_is_read(
     crawl = subprocess.Popen(command, cwd=ROOT, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                              text=True)
     client = redis_server.client()
-    seen = FrontierKeys(crawl_id).key("seencount")
+    seen = ShardKeys(crawl_id).seen_count
     try:
         deadline = time.monotonic() + 300
         while int(client.get(seen) or 0) < 60_000:

@@ -15,7 +15,7 @@ import pytest
 import redis
 from warcio.archiveiterator import ArchiveIterator
 
-from crawler.frontier.keys import FrontierKeys
+from crawler.crawlstate.keys import ShardKeys
 from support.mockweb import WebSpec, host_ip
 from tests.conftest import (
     ROOT,
@@ -234,7 +234,7 @@ def test_exact_duplicates_are_revisits_near_duplicates_are_flagged(
     assert stat(result, "dedup/near") >= 3  # small edits of one article: most, if not all, within distance 3
     assert stat(result, "index/skipped/near_duplicate") == stat(result, "dedup/near")
     client = redis.Redis.from_url(redis_server.url)
-    quality = FrontierKeys("content").host_quality
+    quality = ShardKeys("content").host_quality
     assert int(client.hget(quality, f"{host_ip(0)}|d") or 0) == stat(result, "dedup/near")
     # Unrelated pages (the other hosts) are not near duplicates of anything.
     assert client.hget(quality, f"{host_ip(3)}|d") is None
@@ -245,14 +245,14 @@ def test_url_metadata_is_recorded_for_every_fetched_page(
 ) -> None:
     client = redis.Redis.from_url(redis_server.url)
     web = content_crawl["web"]
-    keys = FrontierKeys("content")
+    keys = ShardKeys("content")
     url = f"http://{host_ip(3)}:{web.port}/"
     record = url_record(client, "content", url)
     assert record is not None
     assert (record.status, record.observations, record.outlinks) == (200, 1, len(["/p/1", "/p/2"]))
     assert len(record.digest) == 4 and len(record.simhash8) == 8
     assert (record.url, record.host) == (url, host_ip(3))
-    total = sum(client.hlen(key) for key in client.scan_iter(match=keys.key("url:") + "*"))
+    total = sum(client.hlen(key) for key in client.scan_iter(match=keys.urls() + "*"))
     assert total == len(fetched_urls(web))
 
 

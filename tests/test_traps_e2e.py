@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import redis
 
-from crawler.frontier.keys import FrontierKeys
+from crawler.crawlstate.keys import ShardKeys
 from support.mockweb import LogEntry, WebSpec, host_index, host_ip, parse_page_path
 from tests.conftest import MockWeb, RedisServer, run_crawl, start_mockweb, stat
 
@@ -97,7 +97,7 @@ def test_link_farm_is_bounded_by_the_domain_budget(crawl: dict[str, Any]) -> Non
     assert 0 < farm_requests <= DOMAIN_BUDGET
     assert stat(crawl["result"], "urls/dropped/domain_budget") >= 1
     assert stat(crawl["result"], "dns/static_hits") >= 1
-    budget = crawl["client"].hget(FrontierKeys("traps").domain_pages, "farm.test")
+    budget = crawl["client"].hget(ShardKeys("traps").domain_pages, "farm.test")
     assert int(budget) == DOMAIN_BUDGET
 
 

@@ -539,10 +539,10 @@ def test_the_private_scrapy_apis_the_crawler_uses_are_where_it_expects_them() ->
 def test_the_lua_scripts_build_keys_and_read_records_only_through_the_schema() -> None:
     from pathlib import Path
 
-    from crawler.frontier.keys import SHARD_KEYS
+    from crawler.crawlstate.keys import SHARD_KEYS
+    from crawler.crawlstate.library import compose
     from crawler.metadata.record import RECORD_FLAGS
     from crawler.metadata.store import RECORD_FIELDS, UrlState
-    from crawler.schema import compose
 
     scripts = sorted(Path(__file__).resolve().parent.parent.joinpath("crawler").rglob("*.lua"))
     assert len(scripts) >= 11
@@ -568,8 +568,8 @@ def test_a_script_is_loaded_with_the_schema_as_literals_and_only_the_helpers_it_
     """A single script (EVAL: tests, redis-cli --eval) runs its whole text on every call: compose() defines
     no schema table and no helper the script does not use (directly or through another helper), and refuses
     a name the schema does not have; the crawl's function library defines each once."""
+    from crawler.crawlstate.library import compose
     from crawler.redisconn.functions import crawler_library
-    from crawler.schema import compose
 
     source = compose("#!lua", "return {P .. K.ready, URLREC.flags, lh_hash(ARGV[1])}")
     assert source.startswith("#!lua\n")

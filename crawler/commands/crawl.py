@@ -22,13 +22,13 @@ from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.spiderloader import get_spider_loader
 
 from crawler.addon import effective, take_crawl_id
+from crawler.crawlstate.shards import shard_count
 from crawler.downloader.dns import read_hosts_file
 from crawler.downloader.netguard import AddressPolicy
 from crawler.exceptions import ConfigurationError
 from crawler.extensions.metrics import MetricsConfig
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.seen import SeenConfig
-from crawler.frontier.shards import shard_count
 from crawler.frontier.sizing import CrawlSizes, check_fits, planned_sizes
 from crawler.middlewares.identity import check_identity
 from crawler.policy.backoff import BackoffPolicy
@@ -100,7 +100,7 @@ def preflight(settings: BaseSettings, spider_cls: type, spider_name: str, spider
     crawl_id = str(settings.get("FRONTIER_CRAWL_ID") or spider_name)
     FrontierConfig.from_settings(settings, crawl_id)
     redis_config = RedisConfig.from_settings(settings, crawl_id)
-    shards = shard_count(settings, crawl_id)
+    shards = shard_count(settings, cluster=bool(redis_config.cluster_nodes))
     if redis_config.url is None:
         if shutil.which(redis_config.server_binary) is None:
             raise ConfigurationError(

@@ -42,18 +42,18 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.spiderloader import get_spider_loader
 
+from crawler.crawlstate.compact import bucket_sizes
+from crawler.crawlstate.shards import ShardRouter, check_crawl_metadata
 from crawler.downloader.dns import resolver_from_settings
 from crawler.exceptions import CodecError, ConfigurationError, CrawlerError
 from crawler.frontier.codec import RequestCodec, stored_url, without_meta
-from crawler.frontier.compact import bucket_sizes
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.intake import Intake
 from crawler.frontier.levels import PriorityLevels
 from crawler.frontier.reset import crawl_keys, delete_keys
 from crawler.frontier.seeding import SeedReport, seed, seed_lines, terminal_progress
-from crawler.frontier.shards import ShardRouter, check_crawl_metadata, shard_frontiers
 from crawler.frontier.sizing import crawl_sizes
-from crawler.frontier.store import RedisFrontier
+from crawler.frontier.store import RedisFrontier, shard_frontiers
 from crawler.ops.figures import latency_buckets
 from crawler.ops.lookup import Lookup, host_answer, host_lines, url_answer, url_lines
 from crawler.ops.timeline import Timeline
@@ -165,7 +165,7 @@ class Command(ScrapyCommand):
         self.settings.set("FRONTIER_CRAWL_ID", crawl_id, priority="cmdline")
         config = FrontierConfig.from_settings(self.settings, crawl_id)
         redis_config = RedisConfig.from_settings(self.settings, crawl_id)
-        router = ShardRouter.from_settings(self.settings, crawl_id)
+        router = ShardRouter.from_settings(self.settings, crawl_id, cluster=bool(redis_config.cluster_nodes))
         if redis_config.url is None and not redis_config.embedded_dir.is_dir() and name != "seed":
             raise ConfigurationError(
                 "FRONTIER_CRAWL_ID", f"no crawl data for {crawl_id!r} in {redis_config.embedded_dir}"

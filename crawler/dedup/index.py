@@ -31,14 +31,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from crawler.frontier.compact import BucketSizes, LinearHash
+from crawler.crawlstate.compact import BucketSizes, LinearHash
 from crawler.metadata.record import UrlRecord, UrlState
 from crawler.redisconn.batch import BatchedScripts
 from crawler.urls import page_fingerprint, url_key
 from crawler.warc.records import sha1_bytes, warc_date_micros
 
 if TYPE_CHECKING:
-    from crawler.frontier.shards import ShardRouter
+    from crawler.crawlstate.shards import ShardRouter
     from crawler.redisconn.link import AnyRedis
 
 #: Modes of ``lua/dedup.lua``.

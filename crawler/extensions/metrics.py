@@ -35,7 +35,6 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from crawler.exceptions import ConfigurationError
-from crawler.frontier.shards import ShardRouter
 from crawler.ops.metrics import CrawlCollector
 from crawler.ops.view import frontier_figures
 from crawler.redisconn.functions import crawler_library
@@ -134,7 +133,7 @@ class MetricsEndpoint:
         self.crawl_id = crawl_id_for(crawler)
         self.worker = worker_name()
         self.provider = RedisProvider.for_crawler(crawler)
-        self.router = ShardRouter.for_crawler(crawler)
+        self.router = RedisProvider.for_crawler(crawler).router
         self.collector = CrawlCollector(self.crawl_id, crawler.stats)
         self.collector.crawl_wide = False  # until this worker holds the crawl's lease for it
         self._server = server

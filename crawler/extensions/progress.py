@@ -34,7 +34,6 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from crawler.frontier.config import FrontierConfig
-from crawler.frontier.shards import ShardRouter
 from crawler.ops.figures import FrontierFigures, Progress, delta, progress_line, totals_from_stats
 from crawler.ops.timeline import Sample, Timeline
 from crawler.ops.view import frontier_figures
@@ -67,7 +66,7 @@ class ProgressReporter:
         self.report_path = report_path
         self.crawl_id = crawl_id_for(crawler)
         self.provider = RedisProvider.for_crawler(crawler)
-        self.router = ShardRouter.for_crawler(crawler)
+        self.router = RedisProvider.for_crawler(crawler).router
         self.worker = worker_name()
         self.timeline: Timeline | None = None
         self.started = time.monotonic()

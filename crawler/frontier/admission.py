@@ -23,7 +23,7 @@ from crawler.redisconn.memory import ServerMemory, server_memory, servers_of
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
-    from crawler.frontier.shards import ShardRouter
+    from crawler.crawlstate.shards import ShardRouter
     from crawler.frontier.store import RedisFrontier
     from crawler.redisconn.link import AnyRedis
 

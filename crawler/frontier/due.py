@@ -2,7 +2,7 @@
 
 Each shard keeps its URLs by due time (crawl-clock seconds,
 :mod:`crawler.policy.clock`) in small sorted sets split at time boundaries,
-with an index of their lowest times (``lua/common.lua``): a URL key and a
+with an index of their lowest times (``crawlstate/lua/due.lua``): a URL key and a
 time, about 15 bytes per URL; the request to send is built from the URL's
 record when it is due (the record holds the URL, its depth and callback, the
 revisit's level and the capture its validators come from). A URL is in the
@@ -22,11 +22,11 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, NamedTuple
 
-from crawler.frontier.compact import BucketSizes
+from crawler.crawlstate.compact import BucketSizes
 from crawler.redisconn.batch import BatchedScripts
 
 if TYPE_CHECKING:
-    from crawler.frontier.shards import ShardRouter
+    from crawler.crawlstate.shards import ShardRouter
     from crawler.redisconn.link import AnyRedis
 
 

@@ -55,9 +55,9 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.statscollectors import StatsCollector
 
+    from crawler.crawlstate.shards import ShardRouter
     from crawler.downloader.dns import CachingGuardedResolver
     from crawler.frontier.codec import RequestCodec
-    from crawler.frontier.shards import ShardRouter
     from crawler.frontier.store import RedisFrontier
 
 logger = logging.getLogger(__name__)

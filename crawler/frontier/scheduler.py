@@ -35,11 +35,12 @@ from scrapy.core.scheduler import BaseScheduler
 from scrapy.utils.defer import deferred_from_coro
 
 from crawler import defaults
+from crawler.crawlstate.compact import bucket_sizes
+from crawler.crawlstate.shards import ShardRouter, check_crawl_metadata
 from crawler.downloader.dns import CachingGuardedResolver, resolver_from_settings
 from crawler.exceptions import ConfigurationError, FrontierUnavailableError
 from crawler.frontier.admission import MemoryWatch
 from crawler.frontier.codec import RequestCodec
-from crawler.frontier.compact import bucket_sizes
 from crawler.frontier.completion import LeaseCompleter
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.context import FrontierContext
@@ -50,9 +51,9 @@ from crawler.frontier.outcome import Handout
 from crawler.frontier.pacing import ShardPacer
 from crawler.frontier.pump import Pump
 from crawler.frontier.reset import reset_crawl
-from crawler.frontier.shards import ShardRouter, check_crawl_metadata, shard_frontiers
 from crawler.frontier.sizing import crawl_sizes
 from crawler.frontier.slotconf import share_slot_overrides
+from crawler.frontier.store import shard_frontiers
 from crawler.policy.backoff import BackoffPolicy
 from crawler.policy.clock import CrawlClock
 from crawler.policy.hostquality import HostQualityCache
@@ -158,7 +159,7 @@ class FrontierScheduler(BaseScheduler):
         config = FrontierConfig.for_crawler(crawler)
         assert crawler.stats is not None
         settings = crawler.settings
-        router = ShardRouter.for_crawler(crawler)
+        router = RedisProvider.for_crawler(crawler).router
         if config.politeness_key is PolitenessKey.IP and router.count > 1:
             raise ConfigurationError(
                 "FRONTIER_POLITENESS_KEY",

@@ -10,7 +10,7 @@
   the crawl's metadata). The positions are computed client-side
   (:func:`crawler.urls.bloom_positions`). A bit that is 0 means "surely new".
 * The **exact store** holds every URL's 64-bit key in intset buckets (8
-  bytes per URL) that grow by linear hashing (``lua/common.lua``), so they
+  bytes per URL) that grow by linear hashing (``crawlstate/lua/lhash.lua``), so they
   stay intsets at any crawl size. A Bloom "maybe" is confirmed here, so a
   false positive never loses a URL.
 

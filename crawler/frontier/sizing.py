@@ -26,7 +26,7 @@ from crawler.redisconn.memory import primaries, server_memory
 from crawler.settings_parsing import get_float, get_int
 
 if TYPE_CHECKING:
-    from crawler.frontier.shards import ShardRouter
+    from crawler.crawlstate.shards import ShardRouter
     from crawler.redisconn.link import AnyRedis
 
 #: Room a crawl needs beside its fixed costs to do anything (its first queues and records).

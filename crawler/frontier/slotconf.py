@@ -17,10 +17,9 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from crawler.policy.politeness import SlotOverride, parse_slot_overrides
-from crawler.schema import SHARD_KEYS
 
 if TYPE_CHECKING:
-    from crawler.frontier.shards import ShardRouter
+    from crawler.crawlstate.shards import ShardRouter
 
 #: What a malformed entry in Redis is called in the error (the crawl's copy, not the setting).
 SHARED = "DOWNLOAD_SLOTS (the crawl's copy in Redis, key slotconf)"
@@ -42,5 +41,5 @@ async def share_slot_overrides(client: Any, router: ShardRouter,
     limits = {name: entry.concurrency for name, entry in merged.items() if entry.concurrency is not None}
     if limits:
         for keys in router.keys:
-            await client.hset(keys.key(SHARD_KEYS["slot_limit"].suffix), mapping=limits)
+            await client.hset(keys.slot_limit, mapping=limits)
     return merged

@@ -10,16 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from crawler.frontier.compact import LinearHash
+from crawler.crawlstate.compact import LinearHash
 from crawler.frontier.outcome import HostSignal, LeaseAction
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from crawler.frontier.keys import FrontierKeys
+    from crawler.crawlstate.keys import ShardKeys
     from crawler.redisconn.link import AnyRedis
 
-#: The request id of a robots.txt lease (``ROBOTS_ID`` in ``lua/common.lua``): the
+#: The request id of a robots.txt lease (``ROBOTS_ID`` in ``lua/hosts.lua``): the
 #: host's robots.txt, fetched before its pages; its claimed blob is the host's
 #: first queued request, which stays queued.
 ROBOTS_REQUEST_ID = 0
@@ -210,7 +210,7 @@ class FrontierCounts:
         return {f.name: sum(getattr(shard, f.name) for shard in shards) for f in fields(cls) if f.name != "front"}
 
 
-async def read_counts(client: AnyRedis, keys: FrontierKeys, levels: int = 0) -> FrontierCounts:
+async def read_counts(client: AnyRedis, keys: ShardKeys, levels: int = 0) -> FrontierCounts:
     """One shard's counters and sizes (a few O(1) reads), with the length of ``levels`` front queues."""
     pipe = client.pipeline(transaction=False)
     pipe.get(keys.queued)

@@ -1,13 +1,13 @@
 """The frontier's mechanism: Mercator queues kept in Redis, changed only by Lua scripts.
 
 One :class:`RedisFrontier` per shard. Its keys are named in
-:mod:`crawler.frontier.keys`; docs/frontier.md describes them (front queues per
+:mod:`crawler.crawlstate.keys`; docs/frontier.md describes them (front queues per
 priority level, back queues per host and level, the ready heap, sleeping and
 cooling hosts, robots.txt decisions, leases, the seen set, URL records) and
 docs/sizing.md what each costs.
 
 Each multi-key change is one function of the crawler's Lua library
-(``lua/*.lua``, package data, with ``lua/common.lua``'s helpers defined once;
+(``lua/*.lua``, package data, with the prelude's helpers defined once, :mod:`crawler.crawlstate.library`;
 :mod:`crawler.redisconn.functions`): enqueue (seen-check + route), claim (expire +
 refill + lease), ack (forget + reschedule host), release (give back unfetched
 leases). :meth:`RedisFrontier.step` sends enqueues, acks, releases, a lease
@@ -18,13 +18,16 @@ outlinks are stored before the page's lease is acked.
 from __future__ import annotations
 
 from collections.abc import Coroutine
+from dataclasses import replace
 from typing import Any
 
 from redis.exceptions import ResponseError
 
-from crawler.frontier.compact import BucketSizes
+from crawler.crawlstate.compact import BucketSizes
+from crawler.crawlstate.keys import ShardKeys
+from crawler.crawlstate.schema import TABLE_FIELD
+from crawler.crawlstate.shards import ShardRouter
 from crawler.frontier.config import FrontierConfig
-from crawler.frontier.keys import FrontierKeys
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.steps import (
     DONT_FILTER,
@@ -47,7 +50,6 @@ from crawler.policy.backoff import BackoffPolicy
 from crawler.policy.memory import Admission
 from crawler.redisconn.functions import crawler_library, is_missing
 from crawler.redisconn.link import AnyRedis, KeyConnection, is_slot_error, read_replies
-from crawler.schema import TABLE_FIELD
 from crawler.urls.fingerprint import bloom_positions, url_key
 
 __all__ = [
@@ -67,9 +69,10 @@ __all__ = [
     "Touch",
     "read_counts",
     "read_dead_letters",
+    "shard_frontiers",
 ]
 
-async def read_dead_letters(client: AnyRedis, keys: FrontierKeys, limit: int = 1000) -> list[DeadLetter]:
+async def read_dead_letters(client: AnyRedis, keys: ShardKeys, limit: int = 1000) -> list[DeadLetter]:
     """Up to ``limit`` of a shard's dead letters (an HSCAN walk, never a blocking scan)."""
     out: list[DeadLetter] = []
     cursor = 0
@@ -96,7 +99,7 @@ class RedisFrontier:
     def __init__(
         self,
         client: AnyRedis,
-        keys: FrontierKeys,
+        keys: ShardKeys,
         config: FrontierConfig,
         backoff: BackoffPolicy | None = None,
         seen: SeenConfig | None = None,
@@ -142,7 +145,7 @@ class RedisFrontier:
         await self.hold_tables()
 
     async def hold_tables(self) -> None:
-        """Keep the shard's ``table`` hashes (:class:`crawler.schema.ShardKey`: per-host counters, host
+        """Keep the shard's ``table`` hashes (:class:`crawler.crawlstate.schema.KeySpec`: per-host counters, host
         numbers, leases...) as hash tables: a placeholder field whose value is longer than the server keeps
         in a listpack converts each, for good (Redis never converts back, and rereads it so from a dump)."""
         placeholder = b"\0" * (self.sizes.hash_value + 1)
@@ -270,3 +273,14 @@ class RedisFrontier:
 
     async def counts(self) -> FrontierCounts:
         return await read_counts(self.client, self.keys, self.config.levels)
+
+
+def shard_frontiers(
+    client: Any, router: ShardRouter, config: FrontierConfig, seen: SeenConfig, backoff: BackoffPolicy | None = None
+) -> list[RedisFrontier]:
+    """One :class:`RedisFrontier` per shard, with the seen set of one shard (:mod:`crawler.frontier.sizing`)
+    and its share of the active hosts."""
+    count = router.count
+    if count > 1:
+        config = replace(config, active_hosts=max(2, -(-config.active_hosts // count)))
+    return [RedisFrontier(client, keys, config, backoff, seen) for keys in router.keys]

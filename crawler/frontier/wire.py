@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from crawler.frontier.compact import BucketSizes, lh_hash
+from crawler.crawlstate.compact import BucketSizes, lh_hash
 from crawler.frontier.steps import ClaimResult, DrainResult, Lease, StepResult
 from crawler.policy.memory import ADMIT_ALL, Admission
 from crawler.redisconn.functions import crawler_library
@@ -22,8 +22,8 @@ from crawler.redisconn.resp import command
 from crawler.urls.fingerprint import POSITIONS, SKETCH_CELLS, sketch_offsets
 
 if TYPE_CHECKING:
+    from crawler.crawlstate.keys import ShardKeys
     from crawler.frontier.config import FrontierConfig
-    from crawler.frontier.keys import FrontierKeys
     from crawler.frontier.seen import SeenConfig
     from crawler.frontier.steps import Step
     from crawler.policy.backoff import BackoffPolicy
@@ -46,7 +46,7 @@ class StepCommands:
     """
 
     def __init__(
-        self, keys: FrontierKeys, config: FrontierConfig, seen: SeenConfig, backoff: BackoffPolicy,
+        self, keys: ShardKeys, config: FrontierConfig, seen: SeenConfig, backoff: BackoffPolicy,
     ) -> None:
         self.keys = keys
         self.config = config

@@ -2,7 +2,7 @@
 
 A record is a fixed binary head (:data:`RECORD_STRUCT`, little-endian; the Lua
 scripts read and write its fields by the positions :data:`RECORD_FIELDS` gives
-them, ``URLREC`` in the generated prelude, :mod:`crawler.schema`), then the
+them, ``URLREC`` in the generated prelude, :mod:`crawler.crawlstate.schema`), then the
 ETag, then the URL after its ``scheme://``: the host it is queued under
 (which the scripts read: the first ``host_len`` bytes), then the rest of the
 URL, packed six bits to a character when every character of it is one of the
@@ -21,7 +21,7 @@ import binascii
 import struct
 from dataclasses import dataclass
 
-from crawler.schema import (
+from crawler.crawlstate.schema import (
     FLAG_DIGEST,
     FLAG_HOST_APART,
     FLAG_HOST_ID,

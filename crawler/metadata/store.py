@@ -5,7 +5,7 @@ status, payload digest, SimHash, validators, length, outlink count, change
 history and recrawl schedule, and the URL itself, about 55 bytes plus the
 ETag and the URL. Records live in small hashes of the host's shard
 (``url:<bucket>``, field: the URL key), which grow by linear hashing so each
-stays a listpack (``lua/common.lua``; :mod:`crawler.frontier.compact`).
+stays a listpack (``crawlstate/lua/lhash.lua``; :mod:`crawler.crawlstate.compact`).
 
 The record script keeps the change history: ``observations`` (fetches with
 content, a ``304 Not Modified`` included) and ``changes`` (fetches whose
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from crawler.frontier.compact import BucketSizes
+from crawler.crawlstate.compact import BucketSizes
 from crawler.metadata.record import RECORD_FIELDS, RECORD_VERSION, UrlRecord, UrlState
 from crawler.redisconn.batch import BatchedScripts
 from crawler.urls import page_fingerprint, sketch_offsets, url_fingerprint, url_key
@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from crawler.frontier.shards import ShardRouter
+    from crawler.crawlstate.shards import ShardRouter
     from crawler.redisconn.link import AnyRedis
 
 

@@ -42,7 +42,6 @@ from scrapy.exceptions import NotConfigured
 
 from crawler.downloader.netguard import AddressPolicy
 from crawler.frontier.config import FrontierConfig
-from crawler.frontier.shards import ShardRouter
 from crawler.httpheaders import is_html
 from crawler.policy.politeness import PolitenessPolicy
 from crawler.redisconn.provider import RedisProvider
@@ -99,7 +98,7 @@ class RenderMiddleware:
         self.robots_config = robots
         self.addresses = addresses
         self.provider = RedisProvider.for_crawler(crawler)
-        self.router = ShardRouter.for_crawler(crawler)
+        self.router = RedisProvider.for_crawler(crawler).router
         self.pool = BrowserPool(browser, crawler.stats) if browser.executable and _has_playwright() else None
         self.pacer = HostPacer(politeness)
         self.marks: RenderMarks | None = None

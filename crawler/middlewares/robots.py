@@ -57,7 +57,6 @@ from crawler.frontier.outcome import (
     reschedule,
     waits,
 )
-from crawler.frontier.shards import ShardRouter
 from crawler.policy.backoff import parse_retry_after
 from crawler.policy.politeness import PolitenessPolicy
 from crawler.redisconn.provider import RedisProvider
@@ -106,7 +105,7 @@ class RobotsTxtMiddleware:
         self.politeness = politeness
         self.provider = provider
         self.stats = stats
-        self.router = ShardRouter.for_crawler(crawler)
+        self.router = RedisProvider.for_crawler(crawler).router
         self.sitemaps = SitemapSettings.from_settings(crawler.settings)
         self.store: RobotsStore | None = None
         #: Robots.txt downloads under way (id of the request) and the shared record before each (a lease's).

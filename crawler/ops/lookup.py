@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING, Any
 from scrapy.settings import BaseSettings
 
 from crawler import defaults
+from crawler.crawlstate.compact import LinearHash
+from crawler.crawlstate.schema import TABLE_FIELD
 from crawler.dedup.index import DedupIndex
 from crawler.exceptions import CodecError
 from crawler.frontier.admission import server_fills
 from crawler.frontier.codec import stored_url
-from crawler.frontier.compact import LinearHash
 from crawler.frontier.config import MAX_LEVELS, FrontierConfig
-from crawler.frontier.keys import SHARD_KEYS
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.store import DeadLetter, read_dead_letters
 from crawler.metadata.record import UrlRecord, UrlState
@@ -52,7 +52,6 @@ from crawler.robots.policy import (
     origin_of,
     prepare_robots,
 )
-from crawler.schema import TABLE_FIELD
 from crawler.urls import bloom_positions, normalize_url, sketch_offsets, url_fingerprint, url_key
 from crawler.urls.filters import Dropped, FilterConfig, UrlFilter
 from crawler.urls.normalize import UrlError
@@ -60,8 +59,8 @@ from crawler.warc.store import WarcStoreConfig, s3_client
 from crawler.warc.surtkey import surt
 
 if TYPE_CHECKING:
-    from crawler.frontier.keys import FrontierKeys
-    from crawler.frontier.shards import ShardRouter
+    from crawler.crawlstate.keys import ShardKeys
+    from crawler.crawlstate.shards import ShardRouter
     from crawler.redisconn.link import AnyRedis
 
 #: Entries read at most per back-queue level, dead letters at most, CDXJ bytes at most per file.
@@ -208,7 +207,7 @@ def _positions(lookup: Lookup, fingerprint: bytes, meta: dict[str, str]) -> byte
     return bloom_positions(fingerprint, bits, seen.bloom_hashes)
 
 
-async def _seen(client: AnyRedis, keys: FrontierKeys, positions: bytes, key: int) -> dict[str, Any]:
+async def _seen(client: AnyRedis, keys: ShardKeys, positions: bytes, key: int) -> dict[str, Any]:
     bloom = None
     if positions:
         pipe = client.pipeline(transaction=False)
@@ -216,11 +215,11 @@ async def _seen(client: AnyRedis, keys: FrontierKeys, positions: bytes, key: int
             pipe.getbit(keys.bloom, int.from_bytes(positions[j:j + 4], "little"))
         bloom = all(int(bit) for bit in await pipe.execute())
     state = LinearHash.parse(await client.get(keys.lh("seen")))
-    member = bool(await client.sismember(keys.exact(state.bucket(key)), str(key)))
+    member = bool(await client.sismember(keys.seen_exact(state.bucket(key)), str(key)))
     return {"member": member, "bloom": bloom}
 
 
-async def _robots(client: AnyRedis, lookup: Lookup, keys: FrontierKeys, url: str) -> dict[str, Any]:
+async def _robots(client: AnyRedis, lookup: Lookup, keys: ShardKeys, url: str) -> dict[str, Any]:
     origin = origin_of(url)
     blob = await client.get(keys.robots_record(origin))
     record = RobotsRecord.decode(_raw(blob)) if blob else None
@@ -260,11 +259,11 @@ def _entry_is(blob: bytes, host: str, url: str, key: int) -> bool:
         return False
 
 
-async def _in_queues(client: AnyRedis, lookup: Lookup, keys: FrontierKeys, host: str, url: str,
+async def _in_queues(client: AnyRedis, lookup: Lookup, keys: ShardKeys, host: str, url: str,
                      key: int) -> dict[str, Any] | None:
     limit = lookup.scan_limit
     for level in range(min(lookup.config.levels, MAX_LEVELS)):
-        entries = await client.lrange(keys.back(host, level), -limit, -1)
+        entries = await client.lrange(keys.queue(host, level), -limit, -1)
         for position, blob in enumerate(reversed(entries)):
             if _entry_is(_raw(blob), host, url, key):
                 return {"queue": "back", "level": level, "position": position}
@@ -274,7 +273,7 @@ async def _in_queues(client: AnyRedis, lookup: Lookup, keys: FrontierKeys, host:
     return None
 
 
-async def _in_leases(client: AnyRedis, lookup: Lookup, keys: FrontierKeys, host: str, url: str,
+async def _in_leases(client: AnyRedis, lookup: Lookup, keys: ShardKeys, host: str, url: str,
                      key: int) -> dict[str, Any] | None:
     leased = await client.hgetall(keys.leased)
     for leaseno, blob in leased.items():
@@ -303,7 +302,7 @@ def _letter(letter: DeadLetter) -> dict[str, Any]:
             "message": letter.message}
 
 
-async def _in_dead_letters(client: AnyRedis, lookup: Lookup, keys: FrontierKeys, url: str,
+async def _in_dead_letters(client: AnyRedis, lookup: Lookup, keys: ShardKeys, url: str,
                            key: int) -> dict[str, Any] | None:
     for letter in await read_dead_letters(client, keys, lookup.scan_limit):
         if _entry_is(letter.blob, letter.host, url, key):
@@ -311,7 +310,7 @@ async def _in_dead_letters(client: AnyRedis, lookup: Lookup, keys: FrontierKeys,
     return None
 
 
-async def _admission_refusal(client: AnyRedis, lookup: Lookup, keys: FrontierKeys, host: str) -> dict[str, str] | None:
+async def _admission_refusal(client: AnyRedis, lookup: Lookup, keys: ShardKeys, host: str) -> dict[str, str] | None:
     """A budget, or the memory admission, that refuses new URLs of ``host`` now, if any."""
     config = lookup.config
     pages = int(await client.hget(keys.host_pages, host) or 0)
@@ -326,13 +325,13 @@ async def _admission_refusal(client: AnyRedis, lookup: Lookup, keys: FrontierKey
     return None
 
 
-async def _memory_admission(client: AnyRedis, lookup: Lookup, keys: FrontierKeys) -> Admission:
+async def _memory_admission(client: AnyRedis, lookup: Lookup, keys: ShardKeys) -> Admission:
     """What the server holding ``keys``' shard admits now: what the workers' memory watch computes."""
     fills = await server_fills(client, lookup.router, lookup.memory_limit, lookup.config.levels, lookup.page_bytes)
     return next((fill.admission for shards, fill in fills if keys.shard in shards), ADMIT_ALL)
 
 
-async def _fetch_of(client: AnyRedis, lookup: Lookup, keys: FrontierKeys, record: UrlRecord) -> dict[str, Any]:
+async def _fetch_of(client: AnyRedis, lookup: Lookup, keys: ShardKeys, record: UrlRecord) -> dict[str, Any]:
     clock = CrawlClock.from_settings(lookup.settings)
     offset = clock.at(time.time()) - time.time() if clock.scale == 1.0 else 0.0
     return {
@@ -358,7 +357,7 @@ def _recrawl_of(record: UrlRecord, lookup: Lookup) -> dict[str, Any]:
     }
 
 
-async def _inlinks(client: AnyRedis, keys: FrontierKeys, positions: bytes, meta: dict[str, str]) -> int | None:
+async def _inlinks(client: AnyRedis, keys: ShardKeys, positions: bytes, meta: dict[str, str]) -> int | None:
     cells = int(meta.get("inlink_cells") or 0)
     count = len(positions) // 4
     if not cells or not count:
@@ -427,17 +426,17 @@ async def host_answer(client: AnyRedis, lookup: Lookup, host_or_url: str) -> dic
     pipe.zscore(keys.ready, host)
     pipe.zscore(keys.sleeping, host)
     pipe.sismember(keys.parked, host)
-    pipe.zscore(keys.cooldown, host)
+    pipe.zscore(keys.cool, host)
     pipe.hget(keys.host_delay, host)
-    pipe.hget(keys.key(SHARD_KEYS["host_throttle"].suffix), host)
-    pipe.hget(keys.key(SHARD_KEYS["host_failures"].suffix), host)
+    pipe.hget(keys.host_throttle, host)
+    pipe.hget(keys.host_failures, host)
     pipe.hget(keys.host_robots, host)
-    pipe.hget(keys.key(SHARD_KEYS["group"].suffix), host)
+    pipe.hget(keys.group, host)
     pipe.hmget(keys.host_quality, [f"{host}|n", f"{host}|e", f"{host}|d"])
     pipe.hget(keys.host_pages, host)
     pipe.smembers(keys.sitemaps(host))
     for level in range(levels):
-        pipe.llen(keys.back(host, level))
+        pipe.llen(keys.queue(host, level))
     (active, ready_at, wake_at, parked, cool_at, delay_ms, throttle, failures, robots_until, group, quality,
      budget_used, sitemaps, *lengths) = await pipe.execute()
     members: list[Any] = await client.zrange(keys.leases, 0, -1)
@@ -526,7 +525,7 @@ def _delay_reason(floor: float | None, throttle: int, failures: int, config: Fro
            "x the last fetch time, whichever is longer"
 
 
-async def _host_robots(client: AnyRedis, lookup: Lookup, keys: FrontierKeys, origins: list[str]) -> dict[str, Any]:
+async def _host_robots(client: AnyRedis, lookup: Lookup, keys: ShardKeys, origins: list[str]) -> dict[str, Any]:
     """The robots.txt record of the first of ``origins`` that has one (a host is asked by its
     ``http`` and ``https`` origins; give a URL to ask for another port)."""
     for origin in origins:
@@ -544,7 +543,7 @@ async def _host_robots(client: AnyRedis, lookup: Lookup, keys: FrontierKeys, ori
             "note": "no robots.txt record: fetched first when the host is next claimed"}
 
 
-async def _front_entries(client: AnyRedis, lookup: Lookup, keys: FrontierKeys,
+async def _front_entries(client: AnyRedis, lookup: Lookup, keys: ShardKeys,
                          host: str) -> list[tuple[int, int, bytes]]:
     """``host``'s entries in the front queues: (level, entries ahead of it, entry without the host), of
     the last ``scan_limit`` entries of each level."""
@@ -559,7 +558,7 @@ async def _front_entries(client: AnyRedis, lookup: Lookup, keys: FrontierKeys,
     return found
 
 
-async def _dead_letters_of(client: AnyRedis, keys: FrontierKeys, host: str, limit: int) -> list[dict[str, Any]]:
+async def _dead_letters_of(client: AnyRedis, keys: ShardKeys, host: str, limit: int) -> list[dict[str, Any]]:
     """The newest ``limit`` dead letters of ``host`` (of the first SCAN_LIMIT read)."""
     letters = [letter for letter in await read_dead_letters(client, keys, SCAN_LIMIT) if letter.host == host]
     return [_letter(letter) for letter in sorted(letters, key=lambda letter: letter.died_at, reverse=True)[:limit]]

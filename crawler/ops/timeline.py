@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
-from crawler.frontier.keys import FrontierKeys
+from crawler.crawlstate.keys import ShardKeys
 from crawler.redisconn.resp import text
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ class Sample:
 class Timeline:
     def __init__(self, client: AnyRedis, crawl_id: str, max_samples: int = TIMELINE_MAX) -> None:
         self.client = client
-        keys = FrontierKeys(crawl_id)
+        keys = ShardKeys(crawl_id)
         self.totals_key = keys.crawl_key("totals")
         self.timeline_key = keys.crawl_key("timeline")
         self.workers_key = keys.crawl_key("workers")

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
+from crawler.crawlstate.shards import ShardRouter
 from crawler.frontier.config import MAX_LEVELS
-from crawler.frontier.shards import ShardRouter
 from crawler.frontier.sizing import shard_fixed_bytes
 from crawler.frontier.store import FrontierCounts, read_counts
 from crawler.ops.figures import FrontierFigures, ServerFigures
@@ -136,11 +136,11 @@ async def top_hosts(client: AnyRedis, router: ShardRouter, count: int,
         keys = router.keys[shard]
         pipe = client.pipeline(transaction=False)
         pipe.zscore(keys.ready, host)
-        pipe.zscore(keys.cooldown, host)
+        pipe.zscore(keys.cool, host)
         pipe.zscore(keys.sleeping, host)
         pipe.hget(keys.host_delay, host)
         for level in range(MAX_LEVELS):
-            pipe.llen(keys.back(host, level))
+            pipe.llen(keys.queue(host, level))
         ready_at, cool_at, wake_at, delay_ms, *lengths = await pipe.execute()
         queued = sum(int(length) for length in lengths)
         at = next((t for t in (ready_at, wake_at, cool_at) if t is not None), None)

@@ -19,10 +19,10 @@ from redis.exceptions import RedisError
 from scrapy.exceptions import NotConfigured
 
 from crawler.archiving import Archive
+from crawler.crawlstate.compact import bucket_sizes
+from crawler.crawlstate.shards import ShardRouter
 from crawler.dedup import text
 from crawler.dedup.index import DedupIndex
-from crawler.frontier.compact import bucket_sizes
-from crawler.frontier.shards import ShardRouter
 from crawler.items import PageItem
 from crawler.redisconn.provider import RedisProvider
 from crawler.settings_parsing import get_bool, get_int
@@ -64,7 +64,8 @@ class DedupPipeline:
             logger.warning("SimHash in pure Python: crawler.dedup._simhash is not built (it needs a C compiler "
                            "and xxhash.h, Debian's libxxhash-dev; `make venv` or `pip install` builds it). Same "
                            "fingerprints, about 0.2 ms more CPU per page.")
-        pipeline = cls(RedisProvider.for_crawler(crawler), ShardRouter.for_crawler(crawler), distance, crawler.stats,
+        provider = RedisProvider.for_crawler(crawler)
+        pipeline = cls(provider, provider.router, distance, crawler.stats,
                        NormalizationConfig.from_settings(crawler.settings),
                        write_records=not get_bool(crawler.settings, "METADATA_ENABLED"))
         Archive.for_crawler(crawler).join(pipeline)

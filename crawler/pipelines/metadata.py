@@ -23,9 +23,9 @@ from scrapy.exceptions import NotConfigured
 from scrapy.settings import BaseSettings
 
 from crawler.archiving import Archive
-from crawler.frontier.compact import bucket_sizes
+from crawler.crawlstate.compact import bucket_sizes
+from crawler.crawlstate.shards import ShardRouter
 from crawler.frontier.seen import SeenConfig
-from crawler.frontier.shards import ShardRouter
 from crawler.frontier.sizing import crawl_sizes
 from crawler.httpheaders import header_value, http_date_epoch
 from crawler.items import PageItem
@@ -101,9 +101,10 @@ class UrlMetadataPipeline:
         settings = crawler.settings
         if not get_bool(settings, "METADATA_ENABLED"):
             raise NotConfigured
+        provider = RedisProvider.for_crawler(crawler)
         pipeline = cls(
-            RedisProvider.for_crawler(crawler),
-            ShardRouter.for_crawler(crawler),
+            provider,
+            provider.router,
             get_int(settings, "METADATA_CHANGE_DISTANCE", minimum=0),
             crawler.stats,
             clock=CrawlClock.from_settings(settings),

@@ -27,7 +27,7 @@ class PolitenessKey(Enum):
     gets one request at a time). ``ip``: all hosts that resolve to one address
     share one clock (shared hosting, a wildcard-DNS farm). Each host keeps its
     own queue, robots.txt and backoff; the group adds its clock and its one
-    request in flight on top (see ``lua/common.lua``).
+    request in flight on top (see ``frontier/lua/hosts.lua``).
     """
 
     HOST = "host"

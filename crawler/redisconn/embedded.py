@@ -25,8 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from crawler.crawlstate.encodings import SERVER_CONFIG
 from crawler.exceptions import ConfigurationError, FrontierUnavailableError
-from crawler.redisconn.encodings import SERVER_CONFIG
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Redis runs a script's (``EVAL``) whole text on every call, the definitions of
 its helpers included; a function library (Redis 7, ``FUNCTION LOAD``) runs
 its text once, when it loads, and a call runs only its function. The crawl's
-scripts are one library (:func:`crawler.schema.library_source`), named
+scripts are one library (:func:`crawler.crawlstate.library.compose_library`), named
 ``crawler`` in Redis and versioned: ``crawler_version`` answers the
 library's version (the package's version and a digest of the library's
 text).
@@ -36,9 +36,9 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError, ResponseError
 
 from crawler import __version__
+from crawler.crawlstate.library import LIBRARY_MANY, LIBRARY_NAME, compose_library, function_name, library_scripts
 from crawler.exceptions import FrontierUnavailableError
 from crawler.redisconn.link import AnyRedis
-from crawler.schema import LIBRARY_MANY, LIBRARY_NAME, compose_library, function_name, library_scripts
 
 logger = logging.getLogger(__name__)
 
@@ -193,5 +193,5 @@ async def _on(client: AnyRedis, node: Any, *args: Any) -> Any:
 
 @cache
 def crawler_library() -> FunctionLibrary:
-    """The crawl's library (every script of :data:`crawler.schema.LIBRARY_SCRIPTS`)."""
+    """The crawl's library (every script of :data:`crawler.crawlstate.library.LIBRARY_SCRIPTS`)."""
     return FunctionLibrary(LIBRARY_NAME, library_scripts(), LIBRARY_MANY)

@@ -26,6 +26,7 @@ from redis.exceptions import RedisError
 from scrapy import signals
 
 from crawler import __version__
+from crawler.crawlstate.shards import ShardRouter
 from crawler.exceptions import FrontierUnavailableError
 from crawler.percrawler import PerCrawler
 from crawler.redisconn import resp
@@ -66,10 +67,14 @@ def crawl_id_for(crawler: Crawler) -> str:
 
 
 class RedisProvider:
-    def __init__(self, config: RedisConfig, outage: OutagePolicy | None = None, worker: str | None = None) -> None:
+    def __init__(self, config: RedisConfig, outage: OutagePolicy | None = None, worker: str | None = None,
+                 router: ShardRouter | None = None) -> None:
         """``worker``: this crawl's worker, which says it runs the crawler's Lua library
-        (:mod:`crawler.redisconn.functions`); None for a command that only reads or seeds."""
+        (:mod:`crawler.redisconn.functions`); None for a command that only reads or seeds. ``router``: how
+        the crawl's state is spread over this Redis (one shard unless given)."""
         self.config = config
+        #: Host -> shard of the crawl's state, shared by every component of the worker.
+        self.router = router or ShardRouter("crawl")
         self.worker = worker
         #: How components wait out a Redis outage (``REDIS_OUTAGE_TIMEOUT``...).
         self.outage = outage or OutagePolicy()
@@ -238,11 +243,10 @@ class RedisProvider:
 
 
 def _provider_of(crawler: Crawler) -> RedisProvider:
-    provider = RedisProvider(
-        RedisConfig.from_settings(crawler.settings, crawl_id_for(crawler)),
-        OutagePolicy.from_settings(crawler.settings),
-        worker_name(),
-    )
+    crawl_id = crawl_id_for(crawler)
+    config = RedisConfig.from_settings(crawler.settings, crawl_id)
+    router = ShardRouter.from_settings(crawler.settings, crawl_id, cluster=bool(config.cluster_nodes))
+    provider = RedisProvider(config, OutagePolicy.from_settings(crawler.settings), worker_name(), router)
     crawler.signals.connect(provider.close, signal=signals.engine_stopped)
     # A RedisSpider that names no Redis reads its start URLs from the embedded server, beside the frontier.
     provider.embedded_started.append(lambda server: share_embedded(crawler.spider, str(server.socket_path)))

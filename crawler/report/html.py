@@ -21,7 +21,7 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crawler.frontier.shards import ShardRouter
+from crawler.crawlstate.shards import ShardRouter
 from crawler.ops.figures import FrontierFigures, latency_buckets
 from crawler.ops.lookup import Lookup, host_answer
 from crawler.ops.timeline import Sample, Timeline

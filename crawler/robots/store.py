@@ -6,7 +6,7 @@ record's own expiry (so consecutive failures are still counted). Storing a
 record also sets the host's politeness floor from ``Crawl-delay`` in the
 frontier (``hostdelay``), records ``Sitemap:`` lines (``sitemaps:<host>``)
 and tells the frontier until when the host's decision stands (``robots``,
-see :attr:`~crawler.frontier.keys.FrontierKeys.host_robots`): until then
+see :attr:`~crawler.crawlstate.keys.ShardKeys.host_robots`): until then
 the frontier hands out the host's pages, after it the host's robots.txt.
 
 Its commands go through the crawler's shared batcher
@@ -29,7 +29,7 @@ from crawler.robots.policy import RobotsConfig, RobotsRecord, RobotsRules
 from crawler.urls import UrlError, host_of
 
 if TYPE_CHECKING:
-    from crawler.frontier.shards import ShardRouter
+    from crawler.crawlstate.shards import ShardRouter
     from crawler.redisconn.batch import BatchedScripts
 
 
@@ -49,10 +49,10 @@ class RobotsStore:
         self._local: OrderedDict[str, RobotsRules] = OrderedDict()
 
     def record_key(self, origin: str) -> str:
-        return self.router.keys_for(origin_host(origin)).robots_record(origin)
+        return str(self.router.keys_for(origin_host(origin)).robots_record(origin))
 
     def sitemaps_key(self, host: str) -> str:
-        return self.router.keys_for(host).sitemaps(host)
+        return str(self.router.keys_for(host).sitemaps(host))
 
     def local(self, origin: str, now: float) -> RobotsRules | None:
         rules = self._local.get(origin)

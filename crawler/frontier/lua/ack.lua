@@ -7,12 +7,12 @@
 -- ARGV[1]: P; ARGV[2]: now_ms;
 -- ARGV[3..7]: throttle_base_ms, throttle_max_ms, park_after, park_base_ms, park_max_ms
 -- ARGV[8]: sleep horizon (ms); ARGV[9]: grouped (1: politeness groups, see
--- common.lua: the group's clock is set from the politeness delay and floor of
+-- frontier/lua/hosts.lua: the group's clock is set from the politeness delay and floor of
 -- the fetch, its longest-waiting host is ready next, and this one queues
 -- behind the others); ARGV[10]: priority levels; ARGV[11]: URL records per
 -- bucket (linear hashing); ARGV[12]: requests in flight per host at most (k,
 -- FRONTIER_CONCURRENCY_PER_KEY; k > 1: each of the host's slots keeps its own
--- politeness clock, see slots_parse in common.lua); ARGV[13]: 1 if some keys
+-- politeness clock, see slots_parse in hosts.lua); ARGV[13]: 1 if some keys
 -- have a k of their own (DOWNLOAD_SLOTS, P..K.slot_limit)
 -- then 9 values per lease: member, next_allowed_ms (0: the request never
 --   reached the host, which may be contacted again at once), completed_ms,
@@ -22,7 +22,7 @@
 --   decision missing for the request's origin: the host's robots.txt is
 --   fetched first again), dead-letter info ("error\tmessage"), URL key ('' =
 --   none: a dead letter's URL is then marked dead in its URL record, made if
---   there is none; its layout is URLREC, see crawler/schema.py).
+--   there is none; its layout is URLREC, see crawler/crawlstate/schema.py).
 -- A dead letter keeps its request: the stored entry, a revisit ("@<URL key>")
 -- resolved to "#" and its record; its number is a new lease number.
 -- next_allowed_ms is the politeness policy's answer; the host's floor

@@ -5,9 +5,9 @@
 -- ARGV: P, now_ms, max_claim, lease_until_ms, max_awake, refill_limit,
 --       expire_limit, sleep_horizon_ms, robots_first (1: a host's robots.txt
 --       decision must exist before its pages are handed out), grouped (1:
---       politeness groups, see common.lua), URL records per bucket (linear
+--       politeness groups, see frontier/lua/hosts.lua), URL records per bucket (linear
 --       hashing), requests in flight per host at most (k,
---       FRONTIER_CONCURRENCY_PER_KEY; k > 1: see slots_parse in common.lua), the
+--       FRONTIER_CONCURRENCY_PER_KEY; k > 1: see slots_parse in hosts.lua), the
 --       minimum delay (ms; a host with k > 1 spaces its starts by it / k before
 --       its first answer), 1 if some keys have a k of their own (DOWNLOAD_SLOTS,
 --       P..K.slot_limit), then the front-queue weights, highest priority first.

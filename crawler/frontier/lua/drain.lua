@@ -1,7 +1,7 @@
 #!lua
 -- Move due revisits into the frontier, oldest due first (whichever worker
 -- has free slots calls this; no scan of all URLs: the buckets of the recrawl
--- schedule whose bound has passed, see common.lua).
+-- schedule whose bound has passed, see crawlstate/lua/due.lua).
 -- KEYS[1]: the shard's due index
 -- ARGV[1]: P; ARGV[2]: now (crawl-clock ms); ARGV[3]: at most this many;
 -- ARGV[4]: URL records per bucket (linear hashing)
@@ -19,7 +19,7 @@ local index = KEYS[1]
 local moved = 0
 
 -- Every bucket whose bound is <= now may hold due entries (buckets of equal
--- bounds are not ordered among themselves: see due_insert in common.lua);
+-- bounds are not ordered among themselves: see due_insert in crawlstate/lua/due.lua);
 -- none above. A bucket drained empty leaves the index.
 local function take(b)
   local bucket = P .. K.due_bucket .. b

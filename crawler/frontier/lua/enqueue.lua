@@ -4,12 +4,12 @@
 -- ARGV[1]: shard prefix P; ARGV[2]: number of Bloom hashes k;
 -- ARGV[3]: host page budget (0: none); ARGV[4]: domain page budget (0: none)
 -- ARGV[5]: c, the in-link sketch cells per URL (0: no in-link counting)
--- ARGV[6]: politeness groups (see common.lua): 0 none (a host is its own),
+-- ARGV[6]: politeness groups (see frontier/lua/hosts.lua): 0 none (a host is its own),
 --   1 by registered domain, 2 given per request (its IP address)
 -- ARGV[7]: the lowest priority level admitted (levels above it are refused:
 --   Redis memory is running out; -1 refuses every new URL); ARGV[8]: 1 if
 --   URLs of hosts never enqueued before are admitted; ARGV[9]: entries per
---   bucket of the exact seen store (linear hashing, see common.lua)
+--   bucket of the exact seen store (linear hashing, see crawlstate/lua/lhash.lua)
 -- then 7 + g + k + c values per request: URL key (64-bit, decimal), its
 --   linear-hashing hash (lh_hash), host, registered domain, level, flags, queue entry, [its group,
 --   when ARGV[6] is 2: g = 1], the k Bloom bit offsets (decimal), the c sketch

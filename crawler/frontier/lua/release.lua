@@ -2,7 +2,7 @@
 -- Give back leases that were claimed but never fetched (a worker closing):
 -- the entry returns to the head of its host's queue and the host is ready now.
 -- KEYS[1]: the shard's lease set
--- ARGV[1]: P; ARGV[2]: now_ms; ARGV[3]: grouped (1: politeness groups, see common.lua);
+-- ARGV[1]: P; ARGV[2]: now_ms; ARGV[3]: grouped (1: politeness groups, see frontier/lua/hosts.lua);
 -- ARGV[4]: requests in flight per host at most (FRONTIER_CONCURRENCY_PER_KEY);
 -- ARGV[5]: 1 if some keys have a k of their own (DOWNLOAD_SLOTS); then one lease member per value.
 -- Returns the number of leases released.

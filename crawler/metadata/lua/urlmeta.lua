@@ -4,7 +4,7 @@
 -- ARGV: URL key, new record (crawler/metadata/record.py, without history),
 --       SimHash change threshold, shard prefix P, host, flags (1: the fetch
 --       is an error, 2: a near duplicate), repeat window (seconds; 0 = none),
---       URL records per bucket (linear hashing, see common.lua), the number n
+--       URL records per bucket (linear hashing, see crawlstate/lua/lhash.lua), the number n
 --       of the URL's cells in the in-link sketch, then those n cells as
 --       BITFIELD offsets ('#<cell>', crawler/urls/fingerprint.py
 --       sketch_offsets; none: no estimate); then, for a URL to revisit, six

@@ -1,4 +1,4 @@
-"""Frontier shards: which part of the frontier a host lives in.
+"""Shards: which part of the crawl's Redis state a host lives in.
 
 The frontier is split into ``FRONTIER_SHARDS`` shards, a number fixed for the
 life of a crawl (recorded in the crawl's metadata; a worker configured with
@@ -28,36 +28,25 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from scrapy.settings import BaseSettings
 
+from crawler.crawlstate.keys import LAYOUT_VERSION, ShardKeys
 from crawler.exceptions import ConfigurationError
-from crawler.frontier.config import FrontierConfig
-from crawler.frontier.keys import LAYOUT_VERSION, FrontierKeys
-from crawler.frontier.seen import SeenConfig
-from crawler.percrawler import PerCrawler
-from crawler.redisconn.config import RedisConfig
 from crawler.settings_parsing import get_int, is_set
 from crawler.urls import NORMALIZATION_VERSION
 from crawler.urls.domains import RegisteredDomains
-
-if TYPE_CHECKING:
-    from scrapy.crawler import Crawler
-
-    from crawler.frontier.store import RedisFrontier
-    from crawler.policy.backoff import BackoffPolicy
 
 #: Shards on a cluster unless FRONTIER_SHARDS says otherwise.
 CLUSTER_DEFAULT_SHARDS = 16
 MAX_SHARDS = 1024
 
 
-def shard_count(settings: BaseSettings, crawl_id: str) -> int:
-    """``FRONTIER_SHARDS``, or the default for the configured Redis (1; 16 on a cluster)."""
+def shard_count(settings: BaseSettings, *, cluster: bool) -> int:
+    """``FRONTIER_SHARDS``, or the default for the configured Redis (1; 16 on a ``cluster``)."""
     if not is_set(settings, "FRONTIER_SHARDS"):
-        return CLUSTER_DEFAULT_SHARDS if RedisConfig.from_settings(settings, crawl_id).cluster_nodes else 1
+        return CLUSTER_DEFAULT_SHARDS if cluster else 1
     count = get_int(settings, "FRONTIER_SHARDS", minimum=1)
     if count > MAX_SHARDS:
         raise ConfigurationError("FRONTIER_SHARDS", f"at most {MAX_SHARDS}, got {count}")
@@ -65,50 +54,33 @@ def shard_count(settings: BaseSettings, crawl_id: str) -> int:
 
 
 class ShardRouter:
-    """Host -> shard, and each shard's keys."""
+    """Host -> shard, and each shard's keys. A worker's components share one: the Redis provider's
+    (:attr:`crawler.redisconn.provider.RedisProvider.router`)."""
 
     def __init__(self, crawl_id: str, count: int = 1, domain_of: Callable[[str], str] | None = None) -> None:
         if count < 1:
             raise ConfigurationError("FRONTIER_SHARDS", f"at least 1, got {count}")
         self.crawl_id = crawl_id
         self.count = count
-        self.keys = [FrontierKeys(crawl_id, shard, count) for shard in range(count)]
+        self.keys = [ShardKeys(crawl_id, shard, count) for shard in range(count)]
         self._domain_of = domain_of or RegisteredDomains.shared()
 
     @classmethod
-    def from_settings(cls, settings: BaseSettings, crawl_id: str) -> ShardRouter:
-        return cls(crawl_id, shard_count(settings, crawl_id))
-
-    @classmethod
-    def for_crawler(cls, crawler: Crawler) -> ShardRouter:
-        """The crawl's router, one per crawler (every component of a worker routes alike)."""
-        return _routers(crawler)
+    def from_settings(cls, settings: BaseSettings, crawl_id: str, *, cluster: bool) -> ShardRouter:
+        return cls(crawl_id, shard_count(settings, cluster=cluster))
 
     def shard_of(self, host: str) -> int:
         if self.count == 1:
             return 0
         return zlib.crc32(self._domain_of(host).encode("utf-8", "surrogateescape")) % self.count
 
-    def keys_for(self, host: str) -> FrontierKeys:
+    def keys_for(self, host: str) -> ShardKeys:
         return self.keys[self.shard_of(host)]
 
     @property
-    def crawl_keys(self) -> FrontierKeys:
-        """Keys of the whole crawl (:meth:`FrontierKeys.crawl_key`) and of shard 0."""
+    def crawl_keys(self) -> ShardKeys:
+        """Keys of the whole crawl (:meth:`ShardKeys.crawl_key`) and of shard 0."""
         return self.keys[0]
-
-
-def shard_frontiers(
-    client: Any, router: ShardRouter, config: FrontierConfig, seen: SeenConfig, backoff: BackoffPolicy | None = None
-) -> list[RedisFrontier]:
-    """One :class:`RedisFrontier` per shard, with the seen set of one shard (:mod:`crawler.frontier.sizing`)
-    and its share of the active hosts."""
-    from crawler.frontier.store import RedisFrontier
-
-    count = router.count
-    if count > 1:
-        config = replace(config, active_hosts=max(2, -(-config.active_hosts // count)))
-    return [RedisFrontier(client, keys, config, backoff, seen) for keys in router.keys]
 
 
 async def check_crawl_metadata(client: Any, router: ShardRouter) -> None:
@@ -143,12 +115,3 @@ async def check_crawl_metadata(client: Any, router: ShardRouter) -> None:
             f"crawl {crawl_id!r} was started with URL normalization version {stored}, "
             f"this code uses {NORMALIZATION_VERSION}; start a new crawl id",
         )
-
-
-def _router_of(crawler: Crawler) -> ShardRouter:
-    from crawler.redisconn.provider import crawl_id_for
-
-    return ShardRouter.from_settings(crawler.settings, crawl_id_for(crawler))
-
-
-_routers: PerCrawler[ShardRouter] = PerCrawler(_router_of)

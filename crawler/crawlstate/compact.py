@@ -5,7 +5,7 @@ keeps in its compact encodings (intsets, listpacks, compressed lists) at any
 crawl size (``docs/sizing.md``):
 
 * the exact seen store, the URL records and the exact duplicate index grow by
-  linear hashing (``lua/common.lua``): 2^L + s buckets, one more each time
+  linear hashing (``lua/lhash.lua``): 2^L + s buckets, one more each time
   the entries pass :class:`BucketSizes` per bucket; :class:`LinearHash` finds
   a key's bucket as the scripts do;
 * the recrawl schedule is a sequence of small sorted sets split at time
@@ -16,7 +16,7 @@ Redis converts a key to a larger encoding once it passes a server limit
 (``hash-max-listpack-entries`` and the like): ``SERVER_CONFIG`` is what the
 embedded Redis is started with, and :func:`server_config_problems` names what an
 external server lacks (the crawl still runs; its state takes more room); both in
-:mod:`crawler.redisconn.encodings`.
+:mod:`crawler.crawlstate.encodings`.
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ from typing import Any
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 
-from crawler.redisconn.encodings import server_config_problems
+from crawler.crawlstate.encodings import server_config_problems
 
 logger = logging.getLogger(__name__)
 
-#: Linear hashing's hashes are below 2^24 (``lh_hash`` in ``lua/common.lua``).
+#: Linear hashing's hashes are below 2^24 (``lh_hash`` in ``lua/lhash.lua``).
 LH_MOD = 1 << 24
-#: A linear-hashing state as stored: level, split pointer, entries (``LH_STATE`` in ``lua/common.lua``).
+#: A linear-hashing state as stored: level, split pointer, entries (``LH_STATE`` in ``lua/lhash.lua``).
 LH_STATE = struct.Struct(">BIQ")
 
 
@@ -96,7 +96,7 @@ class BucketSizes:
     digests: int = 8
     due: int = 64
     #: The longest hash value the server keeps in a listpack (``hash-max-listpack-value``): a
-    #: ``table`` hash's placeholder is longer (:data:`crawler.schema.TABLE_FIELD`).
+    #: ``table`` hash's placeholder is longer (:data:`crawler.crawlstate.schema.TABLE_FIELD`).
     hash_value: int = 64
 
     @classmethod

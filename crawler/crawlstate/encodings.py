@@ -3,7 +3,7 @@
 Redis keeps a small hash, set, sorted set or list in a compact encoding
 (listpack, intset, compressed list nodes) until it passes one of these limits;
 the frontier sizes its buckets to stay under them
-(:mod:`crawler.frontier.compact`). The embedded server is started with
+(:mod:`crawler.crawlstate.compact`). The embedded server is started with
 :data:`SERVER_CONFIG`; for an external server, :func:`server_config_problems`
 names what it lacks (the crawl runs either way; its state takes more room).
 """

@@ -1,0 +1,98 @@
+-- The recrawl schedule: URL keys by due time in small sorted sets (the frontier drains it, the URL
+-- metadata moves a URL in it when it records a fetch).
+
+-- The recrawl schedule: URL keys by due time (crawl-clock seconds) in small
+-- sorted sets (P..K.due_bucket..n), each holding a range of times; the index
+-- P..K.due maps each bucket to the lowest time it may hold. Every entry of a
+-- bucket is at or above its bound and below the next bucket's; a bucket over
+-- `max` entries is split in two at a time boundary; an empty one is removed.
+-- The earliest due URLs are at the start of the first bucket.
+local function due_find(P, t, ts)
+  local found = redis.call('ZREVRANGEBYSCORE', P .. K.due, ts or fmt(t), '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  if #found > 0 then
+    return found[1], tonumber(found[2])
+  end
+  found = redis.call('ZRANGE', P .. K.due, 0, 0, 'WITHSCORES')
+  return found[1], tonumber(found[2])
+end
+
+local function due_take(P, b, key)
+  local bucket = P .. K.due_bucket .. b
+  if redis.call('ZREM', bucket, key) == 0 then
+    return false
+  end
+  redis.call('DECR', P .. K.due_count)
+  if redis.call('EXISTS', bucket) == 0 then
+    redis.call('ZREM', P .. K.due, b)
+  end
+  return true
+end
+
+-- An entry of time t is in the bucket due_find gives, or (after a split
+-- among equal times, which leaves the upper half in a bucket of the same
+-- bound) in one whose bound is t: the buckets from the highest bound <= t
+-- down to the first bound below t.
+local function due_remove(P, key, t)
+  local offset = 0
+  local found
+  local ts = fmt(t)
+  repeat
+    found = redis.call('ZREVRANGEBYSCORE', P .. K.due, ts, '-inf', 'WITHSCORES', 'LIMIT', offset, 8)
+    for i = 1, #found, 2 do
+      if due_take(P, found[i], key) then
+        return true
+      end
+      if tonumber(found[i + 1]) < t then
+        return false
+      end
+    end
+    offset = offset + 8
+  until #found < 16
+  if offset == 8 and #found == 0 then
+    local first = redis.call('ZRANGE', P .. K.due, 0, 0)
+    return first[1] ~= nil and due_take(P, first[1], key)
+  end
+  return false
+end
+
+-- A bucket that passes max entries is split in two by rank (its upper half
+-- moves to a new bucket whose bound is the half's first time), so a bucket
+-- never holds more than max + 1 entries, equal times included.
+local function due_insert(P, key, t, max, ts)
+  ts = ts or fmt(t)
+  local b, bound = due_find(P, t, ts)
+  if not b then
+    b = fmt(redis.call('INCR', P .. K.due_sequence))
+    redis.call('ZADD', P .. K.due, ts, b)
+  elseif bound > t then
+    redis.call('ZADD', P .. K.due, ts, b)  -- below every bucket: the first one reaches down to t
+  end
+  local bucket = P .. K.due_bucket .. b
+  if redis.call('ZADD', bucket, ts, key) == 1 then
+    redis.call('INCR', P .. K.due_count)
+  end
+  local n = redis.call('ZCARD', bucket)
+  if n <= max then
+    return
+  end
+  local half = math.floor(n / 2)
+  local moving = redis.call('ZRANGE', bucket, half, -1, 'WITHSCORES')
+  local fresh = fmt(redis.call('INCR', P .. K.due_sequence))
+  local add = batch('ZADD', P .. K.due_bucket .. fresh)
+  for i = 1, #moving, 2 do
+    push2(add, moving[i + 1], moving[i])
+  end
+  flush(add)
+  redis.call('ZREMRANGEBYRANK', bucket, half, -1)
+  redis.call('ZADD', P .. K.due, moving[2], fresh)
+end
+
+-- A URL moved in the recrawl schedule to time t: out of where its record `r` says it is (next_visit),
+-- in at t, and r's next_visit set (its caller writes r).
+local function due_move(P, key, r, t, max, ts)
+  if r[URLREC.next_visit] > 0 then
+    due_remove(P, key, r[URLREC.next_visit])
+  end
+  due_insert(P, key, t, max, ts)
+  r[URLREC.next_visit] = t
+end

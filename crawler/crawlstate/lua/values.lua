@@ -1,0 +1,75 @@
+-- Values as the scripts read and write them: whole numbers as decimal text, numbers read once per
+-- call, a 64-bit key's decimal form. First of the library's prelude (crawler/crawlstate/library.py
+-- PRELUDE): every function of the library may use what the prelude defines; a file may use the files
+-- before it.
+
+-- A whole number as decimal digits (times in ms, counts, bucket numbers). Lua numbers are doubles:
+-- tostring, `..` and '%.0f' format them as floats (glibc's slow path); '%d' as an integer. A
+-- fraction is rounded.
+local function fmt(n)
+  if n % 1 == 0 then
+    return string.format('%d', n)
+  end
+  return string.format('%d', math.floor(n + 0.5))
+end
+
+-- A number given as text (a script's argument), read once per call: Redis' Lua reads a number
+-- from text with strtod, twice in a tonumber, and the calls of a `_many` function's run
+-- (crawler/crawlstate/schema.py _LIBRARY_MANY) repeat the same settings. Every function of the library
+-- starts with a new table (library locals outlive a call): at most one entry per argument.
+local NUMBERS = {}
+
+local function num(text)
+  local n = NUMBERS[text]
+  if not n then
+    n = tonumber(text)
+    NUMBERS[text] = n
+  end
+  return n
+end
+
+-- A small whole number's decimal digits (a level, a block): a table lookup below 256
+-- (BYTE_DECIMAL, crawler/crawlstate/schema.py), where string.format is a C function call, about 2,000 of
+-- Redis' instructions.
+local function small_decimal(n)
+  return BYTE_DECIMAL[n] or fmt(n)
+end
+
+-- The decimal form of a signed 64-bit big-endian integer given as 8 bytes
+-- (a URL key as the duplicate index stores it), exactly: 16-bit limbs.
+local function int64_decimal(b)
+  local limbs = {}
+  for i = 0, 3 do
+    limbs[i + 1] = string.byte(b, 2 * i + 1) * 256 + string.byte(b, 2 * i + 2)
+  end
+  local negative = limbs[1] >= 32768
+  if negative then
+    local carry = 1
+    for i = 4, 1, -1 do
+      local v = 65535 - limbs[i] + carry
+      limbs[i] = v % 65536
+      carry = math.floor(v / 65536)
+    end
+  end
+  local groups = {}
+  repeat
+    local rem, zero = 0, true
+    for i = 1, 4 do
+      local cur = rem * 65536 + limbs[i]
+      limbs[i] = math.floor(cur / 10000)
+      rem = cur % 10000
+      if limbs[i] ~= 0 then
+        zero = false
+      end
+    end
+    table.insert(groups, 1, rem)
+  until zero
+  local out = tostring(groups[1])
+  for i = 2, #groups do
+    out = out .. string.format('%04d', groups[i])
+  end
+  if negative then
+    out = '-' .. out
+  end
+  return out
+end

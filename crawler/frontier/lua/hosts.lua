@@ -1,0 +1,250 @@
+-- The frontier's hosts: lease members, back queues, politeness groups, request slots and giving a
+-- lease's entry back. Every key starts with the shard prefix P, which carries the shard's hash tag
+-- (crawler/crawlstate/keys.py).
+
+-- A lease member is "<leaseno> <level> <id> <host>": id is the lease number
+-- itself, or ROBOTS_ID for a robots.txt lease.
+local function parse_member(member)
+  local leaseno, level, id, host = string.match(member, '^(%d+) (%d+) (%d+) (%S+)$')
+  if not leaseno then
+    return nil
+  end
+  return leaseno, tonumber(level), id, host
+end
+
+-- The request id of a robots.txt lease: the host's robots.txt, fetched before
+-- its pages (lease numbers start at 1). Its request stays queued meanwhile.
+local ROBOTS_ID = '0'
+
+-- Back queues: one list per host and level, P..K.queue..'<host>:<level>';
+-- entries enter at the left (LPUSH) and leave at the right (RPOP): FIFO; a
+-- request given back returns to the right (the head). A host's queue is empty
+-- when none of its level lists exists.
+local function back_base(P, host)
+  return P .. K.queue .. host .. ':'
+end
+
+local function back_key(P, host, level)
+  return back_base(P, host) .. small_decimal(level)
+end
+
+-- (Level 0 with an RPOP, the others with one LMPOP, highest first: two commands at most, where
+-- an RPOP per level costs one each.)
+local function back_pop(P, host, levels)
+  local base = back_base(P, host)
+  local entry = redis.call('RPOP', base .. small_decimal(0))
+  if entry then
+    return entry, 0
+  end
+  if levels < 2 then
+    return nil, nil
+  end
+  local args = {'LMPOP', levels - 1}
+  for level = 1, levels - 1 do
+    args[level + 2] = base .. small_decimal(level)
+  end
+  args[levels + 2] = 'RIGHT'
+  local popped = redis.call(unpack(args))
+  if popped then
+    for level = 1, levels - 1 do
+      if args[level + 2] == popped[1] then
+        return popped[2][1], level
+      end
+    end
+  end
+  return nil, nil
+end
+
+local function back_peek(P, host, levels)
+  local base = back_base(P, host)
+  for level = 0, levels - 1 do
+    local entry = redis.call('LINDEX', base .. small_decimal(level), -1)
+    if entry then
+      return entry, level
+    end
+  end
+  return nil, nil
+end
+
+local function back_empty(P, host, levels)
+  local base = back_base(P, host)
+  local args = {'EXISTS'}
+  for level = 0, levels - 1 do
+    args[level + 2] = base .. small_decimal(level)
+  end
+  return redis.call(unpack(args)) == 0
+end
+
+-- Politeness groups (FRONTIER_POLITENESS_KEY "domain" or "ip"): the hosts of
+-- a group share one clock (P..'gnext': group -> next allowed ms) and one
+-- request in flight (P..'gbusy': group -> the host in flight; with
+-- FRONTIER_CONCURRENCY_PER_KEY k > 1, up to k: group -> how many, their starts
+-- spaced by the delay through the group's clock). A ready host
+-- whose group is busy waits in P..'gwait:<group>' (a queue of hosts by the
+-- time they started waiting) until the group's request ends. P..'group'
+-- maps a host to its group (written at enqueue); a host without one is a
+-- group of its own.
+local function group_of(P, host)
+  return redis.call('HGET', P .. K.group, host) or host
+end
+
+-- The group's request ended: the group may be contacted again at `at`, and
+-- the host that waited longest for it is ready then (it goes first).
+-- Returns the group and whether a waiting host was made ready.
+local function free_group(P, host, at, per_key, group)
+  group = group or group_of(P, host)
+  if per_key > 1 then
+    -- k > 1: P..'gbusy' counts the group's requests in flight.
+    if redis.call('HINCRBY', P .. K.group_busy, group, -1) <= 0 then
+      redis.call('HDEL', P .. K.group_busy, group)
+    end
+  else
+    redis.call('HDEL', P .. K.group_busy, group)
+  end
+  local known = redis.call('HGET', P .. K.group_next, group)
+  if not known or tonumber(known) < at then
+    redis.call('HSET', P .. K.group_next, group, fmt(at))
+  end
+  local waiting = redis.call('ZPOPMIN', P .. K.group_wait .. group)
+  if #waiting > 0 then
+    redis.call('ZADD', P .. K.ready, fmt(at), waiting[1])
+  end
+  return group, #waiting > 0
+end
+
+-- Requests in flight per politeness key at most (k): FRONTIER_CONCURRENCY_PER_KEY, or
+-- a DOWNLOAD_SLOTS entry's concurrency, kept per key in P..K.slot_limit and read
+-- once per script run when the crawl has any (`limited`). Returns the function
+-- giving a key's k.
+local function slot_limits(P, per_key, limited)
+  if not limited then
+    return function(_) return per_key end
+  end
+  local limits = {}
+  local flat = redis.call('HGETALL', P .. K.slot_limit)
+  for i = 1, #flat, 2 do
+    limits[flat[i]] = tonumber(flat[i + 1])
+  end
+  return function(key) return limits[key] or per_key end
+end
+
+-- Several requests in flight per host (k > 1; with k = 1 none of this runs and
+-- a host in flight is simply out of the ready heap). The k slots share the
+-- host's politeness budget: each slot keeps its own clock, free again the
+-- politeness delay of its own answer after that answer, so the host gets at
+-- most k times the load one slot gives it, and up to k requests overlap when
+-- the answers take longer than the starts' spacing. P..K.slots holds
+-- "<in flight> <spacing ms> <last start ms> <hold ms> <free ms>..." of a host
+-- with requests in flight or slots cooling: its starts are spaced by at least
+-- <spacing> (the minimum delay / k before its first answer, then its
+-- Crawl-delay floor if higher); <hold> is a backoff of the whole host (429,
+-- 503, parking, Retry-After: an answer never brings the host's time earlier
+-- than a sibling's backoff set it); each <free> is the time a slot that
+-- answered is free again. A host is in the ready heap while fewer than k are
+-- in flight, at the time its next start may come; at k it leaves the heap
+-- until an ack. The field goes when the host has nothing in flight and leaves
+-- the ready heap (asleep, dry), so it is bounded by the awake hosts. (A field
+-- of three numbers, an older layout's, reads as no hold and no slot cooling.)
+local function slots_parse(raw)
+  if not raw then
+    return 0, nil, nil, 0, {}
+  end
+  local values, i = {}, 0
+  for digits in string.gmatch(raw, '%d+') do
+    i = i + 1
+    values[i] = tonumber(digits)
+  end
+  local frees = {}
+  for j = 5, i do
+    frees[#frees + 1] = values[j]
+  end
+  return values[1] or 0, values[2], values[3], values[4] or 0, frees
+end
+
+local function slots_get(P, host)
+  return slots_parse(redis.call('HGET', P .. K.slots, host))
+end
+
+-- The slots still cooling at `now` (sorted), and the hold if it is still ahead.
+local function slots_prune(now, hold, frees)
+  local kept = {}
+  for _, at in ipairs(frees) do
+    if at > now then
+      kept[#kept + 1] = at
+    end
+  end
+  table.sort(kept)
+  return (hold > now) and hold or 0, kept
+end
+
+-- When the host may start its next request (nil: k in flight, it waits for an ack).
+local function slots_next(now, k, n, spacing, start, hold, frees)
+  if n >= k then
+    return nil
+  end
+  local at = now
+  if n + #frees >= k then
+    at = frees[#frees - (k - n) + 1]  -- every idle slot cools: the first to be free
+  end
+  if start and spacing and start + spacing > at then
+    at = start + spacing
+  end
+  if hold > at then
+    at = hold
+  end
+  return at
+end
+
+local function slots_set(P, host, n, spacing, start, hold, frees)
+  local text = fmt(math.max(n, 0)) .. ' ' .. fmt(spacing or 0) .. ' ' .. fmt(start or 0) .. ' ' .. fmt(hold)
+  for _, at in ipairs(frees) do
+    text = text .. ' ' .. fmt(at)
+  end
+  redis.call('HSET', P .. K.slots, host, text)
+end
+
+local function slots_drop(P, host)
+  redis.call('HDEL', P .. K.slots, host)
+end
+
+-- Give a lease's entry back (an expired or released lease): it leaves the
+-- leased hash for the head of its level in its host's back queue (a
+-- robots.txt lease has none: its request never left the queue), and the host
+-- is ready at `at` (it kept its back queue while in flight; with k > 1 its
+-- slot is free at once, and a host asleep stays asleep, its other requests'
+-- acks decide).
+local function requeue(P, leaseno, id, host, level, at, grouped, k_of)
+  local entry = nil
+  if id ~= ROBOTS_ID then
+    entry = redis.call('HGET', P .. K.leased, leaseno)
+    redis.call('HDEL', P .. K.leased, leaseno)
+  end
+  if entry then
+    redis.call('RPUSH', back_key(P, host, level), entry)
+    redis.call('INCR', P .. K.queued)
+  end
+  redis.call('SADD', P .. K.active, host)
+  local group = grouped and group_of(P, host) or host
+  local k = k_of(group)
+  at = tonumber(at)
+  if k > 1 then
+    local n, spacing, start, hold, frees = slots_get(P, host)
+    n = n - 1
+    hold, frees = slots_prune(at, hold, frees)
+    if redis.call('ZSCORE', P .. K.sleeping, host) then
+      if n > 0 then
+        slots_set(P, host, n, spacing, start, hold, frees)
+      else
+        slots_drop(P, host)
+      end
+      return
+    end
+    slots_set(P, host, n, spacing, start, hold, frees)
+    redis.call('ZADD', P .. K.ready, fmt(slots_next(at, k, n, spacing, start, hold, frees)), host)
+  else
+    redis.call('ZADD', P .. K.ready, 'NX', at, host)
+  end
+  if grouped then
+    free_group(P, host, at, k, group)
+  end
+end
