@@ -586,6 +586,69 @@ def test_a_script_is_loaded_with_the_schema_as_literals_and_only_the_helpers_it_
         compose("#!lua", "return P .. K.nope")
 
 
+def test_the_step_scripts_read_their_arguments_only_through_the_protocol() -> None:
+    """enqueue, ack and claim read no argument by a number of their own: ``ARGV[<message>.<field>]`` and
+    ``ARGV[i + <message>_ITEM.<field>]`` (names the protocol declares), and each returns as many values as
+    its reply declares."""
+    from pathlib import Path
+
+    from crawler.crawlstate.library import compose
+    from crawler.crawlstate.protocol import STEP_MESSAGES
+
+    lua = Path(__file__).resolve().parent.parent.joinpath("crawler", "frontier", "lua")
+    for script, message in STEP_MESSAGES.items():
+        source = re.sub(r"--[^\n]*", "", lua.joinpath(f"{script}.lua").read_text(encoding="utf-8"))
+        table = script.upper()
+        for index in re.findall(r"ARGV\[([^\]]+)\]", source):
+            assert re.fullmatch(rf"{table}\.\w+|\w+ \+ (?:{table}_ITEM\.\w+|j)", index), (script, index)
+        used = set(re.findall(rf"\b{table}\.(\w+)", source))
+        assert used <= {*message.head, "items"} and used >= set(message.head) - {"prefix"} | {"items"}, script
+        items = set(re.findall(rf"\b{table}_ITEM\.(\w+)", source))
+        assert items <= {*message.item, "width"} and items >= set(message.item), (script, set(message.item) - items)
+        # The reply: the script's last statement returns the declared values, in order, by their names
+        # (a count may be the length of a table of that name).
+        last = source.rstrip().rsplit("\n", 1)[1]
+        values = re.fullmatch(r"return \{(.*)\}", last)
+        assert values, (script, last)
+        names = [value.removeprefix("#") for value in values.group(1).split(", ")]
+        assert names == list(message.reply), (script, names)
+    composed = compose("#!lua", "return {ARGV[ENQUEUE.seen_load], ENQUEUE.items, ENQUEUE_ITEM.blob, ACK_ITEM.width}")
+    assert "ARGV[9]" in composed and "10, 6, 9}" in composed
+
+
+def test_the_python_side_encodes_and_decodes_the_step_protocol_by_name() -> None:
+    """Each field of an enqueued URL and of a completed lease lands where the protocol says (the scripts
+    read it there); a head with a field missing or unknown is refused; a reply of another length too."""
+    from crawler.crawlstate.compact import lh_hash
+    from crawler.crawlstate.protocol import ACK, ENQUEUE
+    from crawler.frontier.outcome import HostSignal, LeaseAction
+    from crawler.frontier.steps import Completion, EnqueueEntry
+    from crawler.frontier.wire import _ACK_FIELDS, _ENQUEUE_FIELDS
+
+    entry = EnqueueEntry(1234567890123, b"", "h.test", "test", 2, 1, b"blob", "10.0.0.1")
+    fields = _ENQUEUE_FIELDS(entry)
+    assert len(fields) == len(ENQUEUE.item)
+    expected = {"key": 1234567890123, "lh": lh_hash(1234567890123), "host": "h.test", "domain": "test", "level": 2,
+                "flags": 1, "blob": b"blob"}
+    assert {name: fields[ENQUEUE.item.index(name)] for name in ENQUEUE.item} == expected
+    done = Completion(b"7 1 7 h.test", 11, 22, LeaseAction.DEAD, 33, b"new", HostSignal.FAILED, "Err", "a\nb",
+                      None)
+    fields = _ACK_FIELDS(done)
+    expected_ack = {"member": b"7 1 7 h.test", "next_allowed_ms": 11, "completed_ms": 22, "action": LeaseAction.DEAD,
+                    "not_before_ms": 33, "blob": b"new", "host_signal": HostSignal.FAILED, "dead_info": "Err\ta b",
+                    "record_key": b""}
+    assert {name: fields[ACK.item.index(name)] for name in ACK.item} == expected_ack
+    head = dict.fromkeys(ENQUEUE.head, 0)
+    assert ENQUEUE.head_args(**head) == [0] * len(ENQUEUE.head)
+    with pytest.raises(ValueError, match="seen_load"):
+        ENQUEUE.head_args(**{name: 0 for name in ENQUEUE.head if name != "seen_load"})
+    with pytest.raises(ValueError, match="nope"):
+        ENQUEUE.head_args(**head, nope=1)
+    assert ACK.reply_values([1, 2, 3, 4, 5]) == {"acked": 1, "stale": 2, "requeued": 3, "dead": 4, "parked": 5}
+    with pytest.raises(ValueError, match="4 values"):
+        ACK.reply_values([1, 2, 3, 4])
+
+
 def test_the_committed_settings_reference_is_the_generated_one() -> None:
     """docs/reference/settings.md is generated from crawler/defaults.py (`make reference` writes it,
     `make docs` checks it without writing, so a test run leaves the tree as it was); it must not drift."""

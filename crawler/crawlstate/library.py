@@ -15,6 +15,7 @@ import re
 from importlib import resources
 
 from crawler.crawlstate import schema
+from crawler.crawlstate.protocol import STEP_MESSAGES
 from crawler.crawlstate.schema import (
     RECORD_FIELDS,
     RECORD_FLAGS,
@@ -30,13 +31,17 @@ def _lua_string(text: str) -> str:
 
 
 def _tables() -> dict[str, dict[str, str]]:
-    """Each schema table's names and their Lua literals."""
-    return {
+    """Each schema table's names and their Lua literals: the key schema, the URL record's layout, the
+    step protocol's argument positions (:mod:`crawler.crawlstate.protocol`)."""
+    tables = {
         "K": {name: _lua_string(key.suffix) for name, key in SHARD_KEYS.items()},
         "URLREC": {field: str(index) for index, field in enumerate(RECORD_FIELDS, start=1)},
         "URLREC_FLAG": {name: str(getattr(schema, name)) for name in RECORD_FLAGS},
         "URL_STATE": {state.name: str(int(state)) for state in UrlState},
     }
+    for message in STEP_MESSAGES.values():
+        tables.update(message.lua_tables())
+    return tables
 
 
 def _constants() -> dict[str, str]:
@@ -50,7 +55,8 @@ def _constants() -> dict[str, str]:
     }
 
 
-_ENTRY = re.compile(r"(?<!\w)(?<![^.]\.)(K|URLREC|URLREC_FLAG|URL_STATE)\.([A-Za-z_][A-Za-z_0-9]*)")
+_ENTRY = re.compile(r"(?<!\w)(?<![^.]\.)(" + "|".join(sorted(_tables(), key=len, reverse=True))
+                    + r")\.([A-Za-z_][A-Za-z_0-9]*)")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 _COMMENT = re.compile(r"--[^\n]*")
 _TOP_LEVEL = re.compile(r"^local (?:function )?([A-Za-z_][A-Za-z_0-9]*)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from crawler.crawlstate.compact import LinearHash
+from crawler.crawlstate.compact import LinearHash, lh_hash
 from crawler.frontier.outcome import HostSignal, LeaseAction
 
 if TYPE_CHECKING:
@@ -43,6 +43,11 @@ class EnqueueEntry(NamedTuple):
     blob: bytes
     #: The politeness group, when it is given per request (``FRONTIER_POLITENESS_KEY = "ip"``: the address).
     group: str = ""
+
+    @property
+    def lh(self) -> int:
+        """The URL key's linear-hashing hash (its bucket in the exact seen store)."""
+        return lh_hash(self.key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +93,20 @@ class Completion:
     url_key: int | None = None
     #: The frontier shard of the lease (see :class:`Lease`).
     shard: int = 0
+
+    @property
+    def dead_info(self) -> str:
+        """A dead letter's ``error\tmessage``, each on one line of at most 500 characters."""
+        return f"{_clean(self.error)}\t{_clean(self.message)}"
+
+    @property
+    def record_key(self) -> int | bytes:
+        """The URL key as the ack script reads it (empty: none)."""
+        return b"" if self.url_key is None else self.url_key
+
+
+def _clean(text: str) -> str:
+    return " ".join(text.split())[:500]
 
 
 @dataclass(frozen=True)

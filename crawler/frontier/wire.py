@@ -6,14 +6,16 @@ enqueues in batches of ``FRONTIER_ENQUEUE_BATCH``) and a ``ZADD XX``
 for the lease renewal (with an ``HSET`` naming the leases' worker), encoded once with
 :func:`crawler.redisconn.resp.command`;
 :class:`crawler.frontier.store.RedisFrontier` sends them in one pipelined
-write and reads the replies back in order.
+write and reads the replies back in order. The arguments of ``enqueue``, ``ack`` and ``claim`` and
+their replies are those :mod:`crawler.crawlstate.protocol` declares, built and read by name.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from crawler.crawlstate.compact import BucketSizes, lh_hash
+from crawler.crawlstate.compact import BucketSizes
+from crawler.crawlstate.protocol import ACK, CLAIM, ENQUEUE
 from crawler.frontier.steps import ClaimResult, DrainResult, Lease, StepResult
 from crawler.policy.memory import ADMIT_ALL, Admission
 from crawler.redisconn.functions import crawler_library
@@ -29,13 +31,14 @@ if TYPE_CHECKING:
     from crawler.policy.backoff import BackoffPolicy
 
 
-def _clean(text: str) -> str:
-    return " ".join(text.split())[:500]
-
-
 def _optional_ms(value: Any) -> int | None:
     number = int(value)
     return None if number < 0 else number
+
+
+#: An enqueued URL's and a completed lease's fields, in the order the scripts read them.
+_ENQUEUE_FIELDS = ENQUEUE.item_getter()
+_ACK_FIELDS = ACK.item_getter()
 
 
 class StepCommands:
@@ -54,13 +57,13 @@ class StepCommands:
         self._functions = crawler_library().functions
         self.sizes = BucketSizes()
         self.admission: Admission = ADMIT_ALL
-        self._backoff_args = (
-            int(backoff.throttle_base * 1000),
-            int(backoff.throttle_max * 1000),
-            backoff.park_after,
-            int(backoff.park_base * 1000),
-            int(backoff.park_max * 1000),
-        )
+        self._backoff_args = {
+            "throttle_base_ms": int(backoff.throttle_base * 1000),
+            "throttle_max_ms": int(backoff.throttle_max * 1000),
+            "park_after": backoff.park_after,
+            "park_base_ms": int(backoff.park_base * 1000),
+            "park_max_ms": int(backoff.park_max * 1000),
+        }
         self._weights = list(config.queue_weights)
         self._horizon_ms = int(config.sleep_horizon * 1000)
         self._grouped = int(config.politeness_key.grouping > 0)
@@ -84,16 +87,19 @@ class StepCommands:
             sketched = min(SKETCH_CELLS, hashes) if cells else 0
             grouping = self.config.politeness_key.grouping
             admission = self.admission
-            head = (
-                b"FCALL", self._functions["enqueue"], 1, keys.bloom, prefix, hashes,
-                self.config.host_page_budget, self.config.domain_page_budget, sketched, grouping,
-                admission.level, int(admission.new_hosts), self.sizes.seen,
-            )
+            head = [
+                b"FCALL", self._functions["enqueue"], 1, keys.bloom, *ENQUEUE.head_args(
+                    prefix=prefix, hashes=hashes, host_budget=self.config.host_page_budget,
+                    domain_budget=self.config.domain_page_budget, sketch_cells=sketched, grouping=grouping,
+                    admit_level=admission.level, admit_new_hosts=int(admission.new_hosts),
+                    seen_load=self.sizes.seen),
+            ]
+            fields = _ENQUEUE_FIELDS
             for start in range(0, len(enqueues), batch):
                 args: list[Any] = list(head)
                 for e in enqueues[start : start + batch]:
                     offsets = unpack(e.bloom_positions)
-                    args += (e.key, lh_hash(e.key), e.host, e.domain, e.level, e.flags, e.blob)
+                    args += fields(e)
                     if grouping == 2:
                         args.append(e.group or e.host)
                     args += offsets
@@ -102,15 +108,13 @@ class StepCommands:
                 commands.append(command(*args))
                 order.append("enqueue")
         if completions:
-            args = [b"FCALL", self._functions["ack"], 1, keys.leases, prefix, now_ms, *self._backoff_args,
-                    self._horizon_ms, self._grouped, self.config.levels, self.sizes.records, self.config.per_key,
-                    int(self.config.slot_limited)]
+            args = [b"FCALL", self._functions["ack"], 1, keys.leases, *ACK.head_args(
+                prefix=prefix, now_ms=now_ms, **self._backoff_args, horizon_ms=self._horizon_ms,
+                grouped=self._grouped, levels=self.config.levels, records_load=self.sizes.records,
+                per_key=self.config.per_key, slot_limited=int(self.config.slot_limited))]
+            fields = _ACK_FIELDS
             for done in completions:
-                args += (
-                    done.member, done.next_allowed_ms, done.completed_ms, int(done.action), done.not_before_ms,
-                    done.blob, int(done.host_signal), f"{_clean(done.error)}\t{_clean(done.message)}",
-                    b"" if done.url_key is None else done.url_key,
-                )
+                args += fields(done)
             commands.append(command(*args))
             order.append("ack")
         if releases:
@@ -146,11 +150,14 @@ class StepCommands:
         if claim is not None:
             commands.append(
                 command(
-                    b"FCALL", self._functions["claim"], 1, keys.leases, prefix, now_ms, claim,
-                    now_ms + int(self.config.lease_timeout * 1000), self.config.active_hosts,
-                    self.config.refill_batch, 1000, self._horizon_ms, int(self.config.robots_first), self._grouped,
-                    self.sizes.records, self.config.per_key, int(self.config.min_delay * 1000),
-                    int(self.config.slot_limited), *self._weights,
+                    b"FCALL", self._functions["claim"], 1, keys.leases, *CLAIM.head_args(
+                        prefix=prefix, now_ms=now_ms, max_claim=claim,
+                        lease_until_ms=now_ms + int(self.config.lease_timeout * 1000),
+                        max_awake=self.config.active_hosts, refill_limit=self.config.refill_batch,
+                        expire_limit=1000, horizon_ms=self._horizon_ms, robots_first=int(self.config.robots_first),
+                        grouped=self._grouped, records_load=self.sizes.records, per_key=self.config.per_key,
+                        min_delay_ms=int(self.config.min_delay * 1000), slot_limited=int(self.config.slot_limited)),
+                    *self._weights,
                 )
             )
             order.append("claim")
@@ -165,14 +172,17 @@ class StepCommands:
         touched = 0
         for kind, reply in zip(order, replies):
             if kind == "enqueue":
-                added += int(reply[0])
-                duplicates += int(reply[1])
-                over_host += int(reply[2])
-                over_domain += int(reply[3])
-                false_positives += int(reply[4])
-                refused += int(reply[5])
+                counts = ENQUEUE.reply_values(reply)
+                added += int(counts["added"])
+                duplicates += int(counts["duplicates"])
+                over_host += int(counts["over_host"])
+                over_domain += int(counts["over_domain"])
+                false_positives += int(counts["false_positives"])
+                refused += int(counts["refused"])
             elif kind == "ack":
-                acked, stale, requeued, dead, parked = (int(x) for x in reply)
+                counts = ACK.reply_values(reply)
+                acked, stale, requeued, dead, parked = (
+                    int(counts[name]) for name in ("acked", "stale", "requeued", "dead", "parked"))
             elif kind == "release":
                 released = int(reply)
             elif kind == "claim":
@@ -191,17 +201,18 @@ class StepCommands:
 
 def parse_claim(reply: list[Any], shard: int = 0) -> ClaimResult:
     """The claim script's reply."""
-    flat = reply[0]
+    values = CLAIM.reply_values(reply)
+    flat = values["claimed"]
     claimed = [(Lease.from_member(flat[i], shard), flat[i + 1]) for i in range(0, len(flat), 2)]
     return ClaimResult(
         claimed=claimed,
-        expired=int(reply[1]),
-        moved=int(reply[2]),
-        next_ready_ms=_optional_ms(reply[3]),
-        next_expiry_ms=_optional_ms(reply[4]),
-        queued=int(reply[5]),
-        leased=int(reply[6]),
-        missing=int(reply[7]),
-        opened=int(reply[8]),
-        woken=int(reply[9]),
+        expired=int(values["expired"]),
+        moved=int(values["moved"]),
+        next_ready_ms=_optional_ms(values["next_ready_ms"]),
+        next_expiry_ms=_optional_ms(values["next_expiry_ms"]),
+        queued=int(values["queued"]),
+        leased=int(values["leased"]),
+        missing=int(values["missing"]),
+        opened=int(values["opened"]),
+        woken=int(values["woken"]),
     )

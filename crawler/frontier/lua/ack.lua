@@ -4,25 +4,26 @@
 -- longer held (acked before, or expired and handed to another worker)
 -- changes nothing.
 -- KEYS[1]: the shard's lease set
--- ARGV[1]: P; ARGV[2]: now_ms;
--- ARGV[3..7]: throttle_base_ms, throttle_max_ms, park_after, park_base_ms, park_max_ms
--- ARGV[8]: sleep horizon (ms); ARGV[9]: grouped (1: politeness groups, see
+-- ARGV: the message ACK of crawler/crawlstate/protocol.py, read by name (ACK.<field>):
+-- P; now_ms; throttle_base_ms, throttle_max_ms, park_after, park_base_ms,
+-- park_max_ms; the sleep horizon (ms); grouped (1: politeness groups, see
 -- frontier/lua/hosts.lua: the group's clock is set from the politeness delay and floor of
 -- the fetch, its longest-waiting host is ready next, and this one queues
--- behind the others); ARGV[10]: priority levels; ARGV[11]: URL records per
--- bucket (linear hashing); ARGV[12]: requests in flight per host at most (k,
+-- behind the others); the priority levels; URL records per bucket (linear
+-- hashing); requests in flight per host at most (per_key: k,
 -- FRONTIER_CONCURRENCY_PER_KEY; k > 1: each of the host's slots keeps its own
--- politeness clock, see slots_parse in hosts.lua); ARGV[13]: 1 if some keys
+-- politeness clock, see slots_parse in hosts.lua); slot_limited: 1 if some keys
 -- have a k of their own (DOWNLOAD_SLOTS, P..K.slot_limit)
--- then 9 values per lease: member, next_allowed_ms (0: the request never
---   reached the host, which may be contacted again at once), completed_ms,
---   action (0 done, 1 requeue, 2 dead letter), not_before_ms, blob ('' = keep
---   the stored request), host signal (0 ok, 1 throttled, 2 failed, 3 neutral,
---   4 silent: failed in a way that parks the host at once, 5 robots.txt
---   decision missing for the request's origin: the host's robots.txt is
---   fetched first again), dead-letter info ("error\tmessage"), URL key ('' =
---   none: a dead letter's URL is then marked dead in its URL record, made if
---   there is none; its layout is URLREC, see crawler/crawlstate/schema.py).
+-- then, from ACK.items, the ACK_ITEM fields of each lease: member,
+--   next_allowed_ms (0: the request never reached the host, which may be
+--   contacted again at once), completed_ms, action (0 done, 1 requeue, 2 dead
+--   letter), not_before_ms, blob ('' = keep the stored request), host signal
+--   (0 ok, 1 throttled, 2 failed, 3 neutral, 4 silent: failed in a way that
+--   parks the host at once, 5 robots.txt decision missing for the request's
+--   origin: the host's robots.txt is fetched first again), dead-letter info
+--   ("error\tmessage"), URL key ('' = none: a dead letter's URL is then marked
+--   dead in its URL record, made if there is none; its layout is URLREC, see
+--   crawler/crawlstate/schema.py).
 -- A dead letter keeps its request: the stored entry, a revisit ("@<URL key>")
 -- resolved to "#" and its record; its number is a new lease number.
 -- next_allowed_ms is the politeness policy's answer; the host's floor
@@ -40,24 +41,24 @@
 -- ready times are written with one command each. This relies on the
 -- frontier's invariant that a host has at most one lease held at a time
 -- (k = 1; with k > 1 a host's ready time is read and written per lease).
--- Returns {acked, stale, requeued, dead, parked}.
-local P = ARGV[1]
-local now = tonumber(ARGV[2])
-local throttle_base = tonumber(ARGV[3])
-local throttle_max = tonumber(ARGV[4])
-local park_after = tonumber(ARGV[5])
-local park_base = tonumber(ARGV[6])
-local park_max = tonumber(ARGV[7])
-local horizon = tonumber(ARGV[8])
-local grouped = ARGV[9] == '1'
-local levels = tonumber(ARGV[10])
+-- Returns ACK's reply: {acked, stale, requeued, dead, parked}.
+local P = ARGV[ACK.prefix]
+local now = tonumber(ARGV[ACK.now_ms])
+local throttle_base = tonumber(ARGV[ACK.throttle_base_ms])
+local throttle_max = tonumber(ARGV[ACK.throttle_max_ms])
+local park_after = tonumber(ARGV[ACK.park_after])
+local park_base = tonumber(ARGV[ACK.park_base_ms])
+local park_max = tonumber(ARGV[ACK.park_max_ms])
+local horizon = tonumber(ARGV[ACK.horizon_ms])
+local grouped = ARGV[ACK.grouped] == '1'
+local levels = tonumber(ARGV[ACK.levels])
 local records  -- the URL records' state, read when first needed (a dead letter: most calls have none)
 local function opened()
-  records = records or urls_open(P, tonumber(ARGV[11]))
+  records = records or urls_open(P, tonumber(ARGV[ACK.records_load]))
   return records
 end
-local per_key = tonumber(ARGV[12])
-local k_of = slot_limits(P, per_key, ARGV[13] == '1')
+local per_key = tonumber(ARGV[ACK.per_key])
+local k_of = slot_limits(P, per_key, ARGV[ACK.slot_limited] == '1')
 local leases = KEYS[1]
 local leased = P .. K.leased
 local throttles = P .. K.host_throttle
@@ -94,11 +95,11 @@ local function dead_letter(host, level, entry, info)
 end
 
 local function complete(i, leaseno, id, level, host, floor, throttled)
-  local completed = tonumber(ARGV[i + 2])
-  local action = num(ARGV[i + 3])
-  local blob = ARGV[i + 5]
-  local signal = num(ARGV[i + 6])
-  local at = tonumber(ARGV[i + 1])
+  local completed = tonumber(ARGV[i + ACK_ITEM.completed_ms])
+  local action = num(ARGV[i + ACK_ITEM.action])
+  local blob = ARGV[i + ACK_ITEM.blob]
+  local signal = num(ARGV[i + ACK_ITEM.host_signal])
+  local at = tonumber(ARGV[i + ACK_ITEM.next_allowed_ms])
   local contacted = at ~= 0
   if not contacted then
     at = completed  -- never contacted: no politeness delay, no floor
@@ -133,7 +134,7 @@ local function complete(i, leaseno, id, level, host, floor, throttled)
           if not entry then
             break
           end
-          dead_letter(host, l, entry, ARGV[i + 7])
+          dead_letter(host, l, entry, ARGV[i + ACK_ITEM.dead_info])
           n = n + 1
         end
       end
@@ -169,7 +170,7 @@ local function complete(i, leaseno, id, level, host, floor, throttled)
     push1(recovered, host)
     push1(unparked, host)
   end
-  at = math.max(at, num(ARGV[i + 4]))
+  at = math.max(at, num(ARGV[i + ACK_ITEM.not_before_ms]))
   local entry = nil
   if id ~= ROBOTS_ID then
     if action ~= 0 then
@@ -190,12 +191,12 @@ local function complete(i, leaseno, id, level, host, floor, throttled)
     if blob ~= '' then
       entry = blob
     end
-    dead_letter(host, level, entry, ARGV[i + 7])
+    dead_letter(host, level, entry, ARGV[i + ACK_ITEM.dead_info])
     dead = dead + 1
     -- A fetch given up on: an error in the host's quality counters.
     redis.call('HINCRBY', P .. K.host_quality, host .. '|n', 1)
     redis.call('HINCRBY', P .. K.host_quality, host .. '|e', 1)
-    local key = ARGV[i + 8]
+    local key = ARGV[i + ACK_ITEM.record_key]
     if key ~= '' then
       local bucket = lh_key(opened(), lh_hash(key))
       local old = redis.call('HGET', bucket, key)
@@ -261,19 +262,20 @@ local function complete(i, leaseno, id, level, host, floor, throttled)
   end
 end
 
-for start = 14, #ARGV, 9 * PER do
-  local last = math.min(#ARGV, start + 9 * PER - 1)
+local width = ACK_ITEM.width
+for start = ACK.items, #ARGV, width * PER do
+  local last = math.min(#ARGV, start + width * PER - 1)
   -- Which of these leases are still held (ZMSCORE), then their hosts' floors and throttles.
   local members = {'ZMSCORE', leases}
-  for i = start, last, 9 do
-    members[#members + 1] = ARGV[i]
+  for i = start, last, width do
+    members[#members + 1] = ARGV[i + ACK_ITEM.member]
   end
   local scores = redis.call(unpack(members))
   local held, release = {}, batch('ZREM', leases)
   local hosts = {}
   for j = 1, #members - 2 do
-    local index = start + (j - 1) * 9
-    local member = ARGV[index]
+    local index = start + (j - 1) * width
+    local member = ARGV[index + ACK_ITEM.member]
     if scores[j] and not once[member] then
       once[member] = true
       push1(release, member)

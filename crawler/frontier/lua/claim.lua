@@ -2,7 +2,8 @@
 -- Expire leases, wake sleeping hosts, open hosts as the claim needs them, and
 -- claim URLs of ready hosts under a lease: one URL per host, one lease per URL.
 -- KEYS[1]: the shard's lease set (anchors the script to the shard's slot)
--- ARGV: P, now_ms, max_claim, lease_until_ms, max_awake, refill_limit,
+-- ARGV: the message CLAIM of crawler/crawlstate/protocol.py, read by name (CLAIM.<field>):
+--       P, now_ms, max_claim, lease_until_ms, max_awake, refill_limit,
 --       expire_limit, sleep_horizon_ms, robots_first (1: a host's robots.txt
 --       decision must exist before its pages are handed out), grouped (1:
 --       politeness groups, see frontier/lua/hosts.lua), URL records per bucket (linear
@@ -10,31 +11,33 @@
 --       FRONTIER_CONCURRENCY_PER_KEY; k > 1: see slots_parse in hosts.lua), the
 --       minimum delay (ms; a host with k > 1 spaces its starts by it / k before
 --       its first answer), 1 if some keys have a k of their own (DOWNLOAD_SLOTS,
---       P..K.slot_limit), then the front-queue weights, highest priority first.
+--       P..K.slot_limit), then from CLAIM.items the front-queue weights (CLAIM_ITEM),
+--       highest priority first.
 -- A queue entry is a stored request, or "@<URL key>": a revisit, whose
 -- request is built from the URL's record; it is handed out as "#" followed
 -- by the record (a revisit whose record is gone counts as missing).
--- Returns {claimed (flat member, blob pairs), expired, moved, next_ready_ms,
+-- Returns CLAIM's reply: {claimed (flat member, blob pairs), expired, moved, next_ready_ms,
 --          next_lease_expiry_ms, queued, leased, missing, opened, woken}.
-local P = ARGV[1]
-local now = tonumber(ARGV[2])
-local max_claim = tonumber(ARGV[3])
-local lease_until = ARGV[4]
-local max_awake = tonumber(ARGV[5])
-local refill_limit = tonumber(ARGV[6])
-local expire_limit = tonumber(ARGV[7])
-local horizon = tonumber(ARGV[8])
-local robots_first = ARGV[9] == '1'
-local grouped = ARGV[10] == '1'
+local P = ARGV[CLAIM.prefix]
+local now = tonumber(ARGV[CLAIM.now_ms])
+local max_claim = tonumber(ARGV[CLAIM.max_claim])
+local lease_until = ARGV[CLAIM.lease_until_ms]
+local max_awake = tonumber(ARGV[CLAIM.max_awake])
+local refill_limit = tonumber(ARGV[CLAIM.refill_limit])
+local expire_limit = tonumber(ARGV[CLAIM.expire_limit])
+local horizon = tonumber(ARGV[CLAIM.horizon_ms])
+local robots_first = ARGV[CLAIM.robots_first] == '1'
+local grouped = ARGV[CLAIM.grouped] == '1'
 local records  -- the URL records' state, read at the first revisit (most calls have none)
-local per_key = tonumber(ARGV[12])
-local min_delay = tonumber(ARGV[13])
-local k_of = slot_limits(P, per_key, ARGV[14] == '1')
+local per_key = tonumber(ARGV[CLAIM.per_key])
+local min_delay = tonumber(ARGV[CLAIM.min_delay_ms])
+local k_of = slot_limits(P, per_key, ARGV[CLAIM.slot_limited] == '1')
 local weights = {}
 local total_weight = 0
-for i = 15, #ARGV do
-  weights[#weights + 1] = tonumber(ARGV[i])
-  total_weight = total_weight + tonumber(ARGV[i])
+for i = CLAIM.items, #ARGV, CLAIM_ITEM.width do
+  local weight = tonumber(ARGV[i + CLAIM_ITEM.weight])
+  weights[#weights + 1] = weight
+  total_weight = total_weight + weight
 end
 local levels = #weights
 
@@ -57,13 +60,13 @@ end
 
 -- 2. Sleeping hosts whose wake time has come are ready again (their back
 -- queues waited, untouched, while they slept).
-local woken = redis.call('ZRANGEBYSCORE', sleeping, '-inf', now, 'WITHSCORES', 'LIMIT', 0, refill_limit)
-if #woken > 0 then
+local waking = redis.call('ZRANGEBYSCORE', sleeping, '-inf', now, 'WITHSCORES', 'LIMIT', 0, refill_limit)
+if #waking > 0 then
   local unsleep = batch('ZREM', sleeping)
   local wake = batch('ZADD', ready)
-  for i = 1, #woken, 2 do
-    push1(unsleep, woken[i])
-    push2(wake, woken[i + 1], woken[i])
+  for i = 1, #waking, 2 do
+    push1(unsleep, waking[i])
+    push2(wake, waking[i + 1], waking[i])
   end
   flush(unsleep)
   flush(wake)
@@ -236,7 +239,7 @@ if max_claim > 0 then
     -- robots.txt is due) leaves the heap until an ack; one below k stays in
     -- it, at its next start (written after the removals below).
     local in_flight, stays = {}, {}
-    local limited = per_key > 1 or ARGV[14] == '1'
+    local limited = per_key > 1 or ARGV[CLAIM.slot_limited] == '1'
     if limited then
       in_flight = redis.call('HMGET', P .. K.slots, unpack(hosts))
     end
@@ -265,7 +268,7 @@ if max_claim > 0 then
         blob = entry
         if string.byte(entry, 1) == 64 then  -- '@': a revisit of a URL record
           local key = string.sub(entry, 2)
-          records = records or urls_open(P, tonumber(ARGV[11]))
+          records = records or urls_open(P, tonumber(ARGV[CLAIM.records_load]))
           local record = redis.call('HGET', lh_key(records, lh_hash(key)), key)
           blob = record and ('#' .. record_external(P, record)) or nil
         end
@@ -342,15 +345,9 @@ local next_at = next_ready[2] and tonumber(next_ready[2]) or -1
 if next_wake[2] and (next_at < 0 or tonumber(next_wake[2]) < next_at) then
   next_at = tonumber(next_wake[2])
 end
-return {
-  claimed,
-  #expired,
-  moved,
-  next_at,
-  next_expiry[2] and tonumber(next_expiry[2]) or -1,
-  tonumber(redis.call('GET', P .. K.queued) or '0'),
-  redis.call('ZCARD', leases),
-  missing,
-  opened,
-  #woken / 2,
-}
+local next_ready_ms = next_at
+local next_expiry_ms = next_expiry[2] and tonumber(next_expiry[2]) or -1
+local queued = tonumber(redis.call('GET', P .. K.queued) or '0')
+local leased = redis.call('ZCARD', leases)
+local woken = #waking / 2
+return {claimed, #expired, moved, next_ready_ms, next_expiry_ms, queued, leased, missing, opened, woken}

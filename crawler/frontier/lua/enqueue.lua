@@ -1,19 +1,21 @@
 #!lua
 -- Seen-check, budget-check, admit and enqueue a batch of requests, atomically per request.
 -- KEYS[1]: the shard's Bloom filter bitmap (anchors the script to the shard's slot)
--- ARGV[1]: shard prefix P; ARGV[2]: number of Bloom hashes k;
--- ARGV[3]: host page budget (0: none); ARGV[4]: domain page budget (0: none)
--- ARGV[5]: c, the in-link sketch cells per URL (0: no in-link counting)
--- ARGV[6]: politeness groups (see frontier/lua/hosts.lua): 0 none (a host is its own),
---   1 by registered domain, 2 given per request (its IP address)
--- ARGV[7]: the lowest priority level admitted (levels above it are refused:
---   Redis memory is running out; -1 refuses every new URL); ARGV[8]: 1 if
---   URLs of hosts never enqueued before are admitted; ARGV[9]: entries per
---   bucket of the exact seen store (linear hashing, see crawlstate/lua/lhash.lua)
--- then 7 + g + k + c values per request: URL key (64-bit, decimal), its
---   linear-hashing hash (lh_hash), host, registered domain, level, flags, queue entry, [its group,
---   when ARGV[6] is 2: g = 1], the k Bloom bit offsets (decimal), the c sketch
---   cells ('#<n>', sketch_offsets in crawler/urls/fingerprint.py).
+-- ARGV: the message ENQUEUE of crawler/crawlstate/protocol.py, read by name (ENQUEUE.<field>):
+--   the shard prefix P; the number of Bloom hashes k (hashes); the host and
+--   domain page budgets (0: none); c, the in-link sketch cells per URL
+--   (sketch_cells; 0: no in-link counting); politeness groups (grouping, see
+--   frontier/lua/hosts.lua): 0 none (a host is its own), 1 by registered
+--   domain, 2 given per request (its IP address); the lowest priority level
+--   admitted (admit_level; levels above it are refused: Redis memory is
+--   running out; -1 refuses every new URL); 1 if URLs of hosts never enqueued
+--   before are admitted (admit_new_hosts); entries per bucket of the exact
+--   seen store (seen_load; linear hashing, see crawlstate/lua/lhash.lua)
+-- then per request, from ENQUEUE.items: the ENQUEUE_ITEM fields (URL key,
+--   64-bit, decimal; its linear-hashing hash, lh_hash; host, registered
+--   domain, level, flags, queue entry), [its group, when grouping is 2:
+--   g = 1], the k Bloom bit offsets (decimal), the c sketch cells ('#<n>',
+--   sketch_offsets in crawler/urls/fingerprint.py).
 -- A host's group is recorded when a new URL of it arrives while it owns no
 -- back queue (so a host's group can change between its visits, not during one).
 --   flags bit 1: dont_filter (enqueue even if seen);
@@ -36,19 +38,19 @@
 -- Every request counts as an in-link of its URL in the sketch (P..'inlinks',
 -- see inlink_count in crawler/metadata/lua/urlmeta.lua), new or not: how often
 -- the crawl has found the URL.
--- Returns {added, duplicates, over host budget, over domain budget, bloom
--- false positives, refused for memory}.
-local P = ARGV[1]
-local k = tonumber(ARGV[2])
-local host_budget = tonumber(ARGV[3])
-local domain_budget = tonumber(ARGV[4])
-local c = tonumber(ARGV[5])
-local grouping = tonumber(ARGV[6])
-local admit_level = tonumber(ARGV[7])
-local admit_new_hosts = ARGV[8] == '1'
-local seen = lh_open(P, 'seen', P .. K.seen_exact, 'set', tonumber(ARGV[9]))
+-- Returns ENQUEUE's reply: {added, duplicates, over host budget, over domain
+-- budget, bloom false positives, refused for memory}.
+local P = ARGV[ENQUEUE.prefix]
+local k = tonumber(ARGV[ENQUEUE.hashes])
+local host_budget = tonumber(ARGV[ENQUEUE.host_budget])
+local domain_budget = tonumber(ARGV[ENQUEUE.domain_budget])
+local c = tonumber(ARGV[ENQUEUE.sketch_cells])
+local grouping = tonumber(ARGV[ENQUEUE.grouping])
+local admit_level = tonumber(ARGV[ENQUEUE.admit_level])
+local admit_new_hosts = ARGV[ENQUEUE.admit_new_hosts] == '1'
+local seen = lh_open(P, 'seen', P .. K.seen_exact, 'set', tonumber(ARGV[ENQUEUE.seen_load]))
 local g = grouping == 2 and 1 or 0
-local stride = 7 + g + k + c
+local stride = ENQUEUE_ITEM.width + g + k + c
 local bloom = KEYS[1]
 local active = P .. K.active
 local host_pages = P .. K.host_pages
@@ -80,10 +82,11 @@ local function queue(key)
   return q
 end
 local added, duplicates, over_host, over_domain, false_positives, refused = 0, 0, 0, 0, 0, 0
-for i = 10, #ARGV, stride do
-  local key, h, host, domain = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]
-  local level, flags = num(ARGV[i + 4]), num(ARGV[i + 5])
-  local offsets = i + 6 + g  -- ARGV[offsets + j] for j = 1 .. k
+for i = ENQUEUE.items, #ARGV, stride do
+  local key, h = ARGV[i + ENQUEUE_ITEM.key], tonumber(ARGV[i + ENQUEUE_ITEM.lh])
+  local host, domain = ARGV[i + ENQUEUE_ITEM.host], ARGV[i + ENQUEUE_ITEM.domain]
+  local level, flags = num(ARGV[i + ENQUEUE_ITEM.level]), num(ARGV[i + ENQUEUE_ITEM.flags])
+  local offsets = i + (ENQUEUE_ITEM.width - 1) + g  -- ARGV[offsets + j] for j = 1 .. k
   if c > 0 then
     local cells = offsets + k
     for j = 1, c do
@@ -146,12 +149,12 @@ for i = 10, #ARGV, stride do
     end
     if not owned and grouping > 0 and not grouped_now[host] then
       grouped_now[host] = true
-      push2(groups, host, grouping == 2 and ARGV[i + 7] or domain)
+      push2(groups, host, grouping == 2 and ARGV[i + ENQUEUE_ITEM.width] or domain)
     end
     if owned then
-      push1(queue(back_key(P, host, level)), ARGV[i + 6])
+      push1(queue(back_key(P, host, level)), ARGV[i + ENQUEUE_ITEM.blob])
     else
-      push1(queue(P .. K.front .. level), host .. ' ' .. ARGV[i + 6])
+      push1(queue(P .. K.front .. level), host .. ' ' .. ARGV[i + ENQUEUE_ITEM.blob])
     end
   elseif status == 'dup' then
     duplicates = duplicates + 1
