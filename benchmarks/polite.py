@@ -67,9 +67,14 @@ from redis.asyncio import Redis  # noqa: E402
 from benchmarks.scratch_redis import scratch_redis  # noqa: E402
 from benchmarks.throughput import Services, wait_port  # noqa: E402
 from crawler.crawlstate.keys import ShardKeys  # noqa: E402
-from crawler.frontier.config import FrontierConfig  # noqa: E402
-from crawler.frontier.seen import SeenConfig  # noqa: E402
-from crawler.frontier.store import Completion, EnqueueEntry, RedisFrontier, read_counts  # noqa: E402
+from crawler.frontier import (  # noqa: E402
+    Completion,
+    EnqueueEntry,
+    FrontierConfig,
+    RedisFrontier,
+    SeenConfig,
+    read_counts,
+)
 from crawler.urls import bloom_positions, url_fingerprint, url_key  # noqa: E402
 from support.mockweb import DelayAudit, LogEntry, WebSpec, delay_audit, free_port, host_ip, read_log, spec_arguments  # noqa: E402
 

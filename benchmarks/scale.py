@@ -63,10 +63,14 @@ from benchmarks.throughput import (  # noqa: E402
     print_table,
 )
 from crawler.crawlstate.keys import ShardKeys  # noqa: E402
-from crawler.frontier.codec import RequestCodec  # noqa: E402
-from crawler.frontier.config import FrontierConfig  # noqa: E402
-from crawler.frontier.seen import SeenConfig  # noqa: E402
-from crawler.frontier.store import Completion, RedisFrontier, Step  # noqa: E402
+from crawler.frontier import (  # noqa: E402
+    Completion,
+    FrontierConfig,
+    RedisFrontier,
+    RequestCodec,
+    SeenConfig,
+    Step,
+)
 from crawler.urls import url_fingerprint  # noqa: E402
 from support.mockweb import WebSpec, host_ip  # noqa: E402
 

@@ -37,10 +37,15 @@ from scrapy import Spider  # noqa: E402
 
 from benchmarks.scratch_redis import scratch_redis  # noqa: E402
 from crawler.crawlstate.keys import ShardKeys  # noqa: E402
-from crawler.frontier.codec import RequestCodec  # noqa: E402
-from crawler.frontier.config import FrontierConfig  # noqa: E402
-from crawler.frontier.seen import SeenConfig  # noqa: E402
-from crawler.frontier.store import EnqueueEntry, RedisFrontier, Step, StepResult  # noqa: E402
+from crawler.frontier import (  # noqa: E402
+    EnqueueEntry,
+    FrontierConfig,
+    RedisFrontier,
+    RequestCodec,
+    SeenConfig,
+    Step,
+    StepResult,
+)
 from crawler.urls import url_fingerprint  # noqa: E402
 from crawler.urls.domains import RegisteredDomains  # noqa: E402
 from crawler.urls.filters import Dropped, FilterConfig, UrlFilter  # noqa: E402

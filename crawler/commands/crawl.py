@@ -27,9 +27,7 @@ from crawler.downloader.dns import read_hosts_file
 from crawler.downloader.netguard import AddressPolicy
 from crawler.exceptions import ConfigurationError
 from crawler.extensions.metrics import MetricsConfig
-from crawler.frontier.config import FrontierConfig
-from crawler.frontier.seen import SeenConfig
-from crawler.frontier.sizing import CrawlSizes, check_fits, planned_sizes
+from crawler.frontier import CrawlSizes, FrontierConfig, SeenConfig, check_fits, planned_sizes
 from crawler.middlewares.identity import check_identity
 from crawler.policy.backoff import BackoffPolicy
 from crawler.redisconn.config import RedisConfig, parse_sentinel_url

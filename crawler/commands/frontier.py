@@ -46,14 +46,23 @@ from crawler.crawlstate.compact import bucket_sizes
 from crawler.crawlstate.shards import ShardRouter, check_crawl_metadata
 from crawler.downloader.dns import resolver_from_settings
 from crawler.exceptions import CodecError, ConfigurationError, CrawlerError
-from crawler.frontier.codec import RequestCodec, stored_url, without_meta
-from crawler.frontier.config import FrontierConfig
-from crawler.frontier.intake import Intake
-from crawler.frontier.levels import PriorityLevels
-from crawler.frontier.reset import crawl_keys, delete_keys
-from crawler.frontier.seeding import SeedReport, seed, seed_lines, terminal_progress
-from crawler.frontier.sizing import crawl_sizes
-from crawler.frontier.store import RedisFrontier, shard_frontiers
+from crawler.frontier import (
+    FrontierConfig,
+    Intake,
+    PriorityLevels,
+    RedisFrontier,
+    RequestCodec,
+    SeedReport,
+    crawl_keys,
+    crawl_sizes,
+    delete_keys,
+    seed,
+    seed_lines,
+    shard_frontiers,
+    stored_url,
+    terminal_progress,
+    without_meta,
+)
 from crawler.ops.figures import latency_buckets
 from crawler.ops.lookup import Lookup, host_answer, host_lines, url_answer, url_lines
 from crawler.ops.timeline import Timeline

@@ -4,7 +4,7 @@ The prelude (:data:`PRELUDE`) is the helpers every function of the library may u
 concern (values, gathered writes, linear hashing, URL records, the recrawl schedule: this package's
 ``lua/``; the frontier's hosts; the recrawl policy), each using only those before it.
 :func:`compose_library` makes the crawl's function library of every script
-(:data:`LIBRARY_SCRIPTS`), which :mod:`crawler.redisconn.functions` loads; :func:`compose` one script
+(:data:`LIBRARY_SCRIPTS`), which the Redis connection loads (``redisconn/functions.py``); :func:`compose` one script
 (``EVAL``) for tests and operators. Names of the schema (:mod:`crawler.crawlstate.schema`) and of the
 step protocol (:mod:`crawler.crawlstate.protocol`) are written in as literals.
 """
@@ -148,7 +148,7 @@ LIBRARY_NAME = "crawler"
 #: order, an error reply in place of a call that raised one (its writes before the error stay, as they
 #: would in a call of its own). Linear-hashing states stay open for the run (lhash.lua, LH_RUN) and are
 #: saved at its end. Item pipelines send their calls of one event-loop turn this way
-#: (:class:`crawler.redisconn.batch.BatchedScripts`).
+#: (``BatchedScripts``, ``redisconn/batch.py``).
 _LIBRARY_MANY = """
 local function {name}_many(KEYS, ARGV)
   NUMBERS, LH_RUN = {{}}, {{}}

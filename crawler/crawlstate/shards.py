@@ -55,7 +55,7 @@ def shard_count(settings: BaseSettings, *, cluster: bool) -> int:
 
 class ShardRouter:
     """Host -> shard, and each shard's keys. A worker's components share one: the Redis provider's
-    (:attr:`crawler.redisconn.provider.RedisProvider.router`)."""
+    (the Redis provider's ``router``)."""
 
     def __init__(self, crawl_id: str, count: int = 1, domain_of: Callable[[str], str] | None = None) -> None:
         if count < 1:

@@ -33,7 +33,7 @@ from redis.exceptions import RedisError
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
-from crawler.frontier.config import FrontierConfig
+from crawler.frontier import FrontierConfig
 from crawler.ops.figures import FrontierFigures, Progress, delta, progress_line, totals_from_stats
 from crawler.ops.timeline import Sample, Timeline
 from crawler.ops.view import frontier_figures

@@ -17,7 +17,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from crawler.downloader.netguard import AddressPolicy, is_loopback_host, parse_ip
 from crawler.exceptions import ConfigurationError
-from crawler.frontier.outcome import HostSignal, Rescheduled, reschedule
+from crawler.frontier import HostSignal, Rescheduled, reschedule
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -41,7 +41,7 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from crawler.downloader.netguard import AddressPolicy
-from crawler.frontier.config import FrontierConfig
+from crawler.frontier import FrontierConfig
 from crawler.httpheaders import is_html
 from crawler.policy.politeness import PolitenessPolicy
 from crawler.redisconn.provider import RedisProvider

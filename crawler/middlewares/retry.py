@@ -51,7 +51,7 @@ from scrapy.utils.response import response_status_message
 
 from crawler.downloader.errors import ServerSilentError, TlsError
 from crawler.exceptions import ConfigurationError
-from crawler.frontier.outcome import HostSignal, dead_letter, handout_of, reschedule, signal_host
+from crawler.frontier import HostSignal, dead_letter, handout_of, reschedule, signal_host
 from crawler.policy.backoff import BackoffPolicy, parse_retry_after
 from crawler.requestmeta import RETRY_META, ROBOTS_META, THROTTLED_META
 from crawler.settings_parsing import get_list, is_set, setting

@@ -46,9 +46,9 @@ from crawler.archiving import Archive, archive_answer
 from crawler.bounded import BoundedSet
 from crawler.downloader.errors import ServerSilentError, TlsError
 from crawler.downloader.netguard import BlockedAddressError
-from crawler.frontier.config import FrontierConfig
-from crawler.frontier.context import FrontierContext
-from crawler.frontier.outcome import (
+from crawler.frontier import (
+    FrontierConfig,
+    FrontierContext,
     HostSignal,
     Rescheduled,
     complete,

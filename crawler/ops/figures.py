@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from crawler.frontier.steps import FrontierCounts
+from crawler.frontier import FrontierCounts
 from crawler.middlewares.stats import LATENCY_BOUNDS
 
 STATUS_PREFIX = "downloader/response_status_count/"

@@ -34,11 +34,15 @@ from crawler.crawlstate.compact import LinearHash
 from crawler.crawlstate.schema import TABLE_FIELD
 from crawler.dedup.index import DedupIndex
 from crawler.exceptions import CodecError
-from crawler.frontier.admission import server_fills
-from crawler.frontier.codec import stored_url
-from crawler.frontier.config import MAX_LEVELS, FrontierConfig
-from crawler.frontier.seen import SeenConfig
-from crawler.frontier.store import DeadLetter, read_dead_letters
+from crawler.frontier import (
+    MAX_LEVELS,
+    DeadLetter,
+    FrontierConfig,
+    SeenConfig,
+    read_dead_letters,
+    server_fills,
+    stored_url,
+)
 from crawler.metadata.record import UrlRecord, UrlState
 from crawler.metadata.store import UrlMetadataStore
 from crawler.policy.clock import CrawlClock

@@ -14,9 +14,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from crawler.crawlstate.shards import ShardRouter
-from crawler.frontier.config import MAX_LEVELS
-from crawler.frontier.sizing import shard_fixed_bytes
-from crawler.frontier.store import FrontierCounts, read_counts
+from crawler.frontier import MAX_LEVELS, FrontierCounts, read_counts, shard_fixed_bytes
 from crawler.ops.figures import FrontierFigures, ServerFigures
 from crawler.redisconn.functions import crawler_library
 from crawler.redisconn.memory import server_memory, servers_of

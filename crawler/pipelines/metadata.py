@@ -25,8 +25,7 @@ from scrapy.settings import BaseSettings
 from crawler.archiving import Archive
 from crawler.crawlstate.compact import bucket_sizes
 from crawler.crawlstate.shards import ShardRouter
-from crawler.frontier.seen import SeenConfig
-from crawler.frontier.sizing import crawl_sizes
+from crawler.frontier import SeenConfig, crawl_sizes
 from crawler.httpheaders import header_value, http_date_epoch
 from crawler.items import PageItem
 from crawler.metadata.record import KIND_OTHER, KIND_PARSE, KIND_SITEMAP

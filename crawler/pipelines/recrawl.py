@@ -37,9 +37,7 @@ from scrapy.exceptions import NotConfigured
 
 from crawler.archiving import Archive
 from crawler.exceptions import ConfigurationError
-from crawler.frontier.config import FrontierConfig
-from crawler.frontier.context import FrontierContext
-from crawler.frontier.levels import PriorityLevels
+from crawler.frontier import FrontierConfig, FrontierContext, PriorityLevels
 from crawler.items import PageItem
 from crawler.metadata.store import RevisitRequest
 from crawler.policy.clock import CrawlClock

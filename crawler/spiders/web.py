@@ -31,7 +31,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from crawler.bounded import BoundedSet
 from crawler.exceptions import ConfigurationError
-from crawler.frontier.context import FrontierContext
+from crawler.frontier import FrontierContext
 from crawler.httpheaders import is_html
 from crawler.items import FeedBody, page_item, set_feed_body
 from crawler.modules.base import Follow, Page, PageModule, build_modules
