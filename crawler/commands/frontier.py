@@ -64,8 +64,10 @@ from crawler.frontier import (
     without_meta,
 )
 from crawler.ops.figures import latency_buckets
-from crawler.ops.lookup import Lookup, host_answer, host_lines, url_answer, url_lines
+from crawler.ops.hostanswer import host_answer, host_lines
+from crawler.ops.lookup import Lookup
 from crawler.ops.timeline import Timeline
+from crawler.ops.urlanswer import url_answer, url_lines
 from crawler.ops.view import describe_next, frontier_figures, top_hosts
 from crawler.policy.politeness import PolitenessKey
 from crawler.policy.priority import PriorityPolicy

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from crawler.crawlstate.shards import ShardRouter
 from crawler.ops.figures import FrontierFigures, latency_buckets
-from crawler.ops.lookup import Lookup, host_answer
+from crawler.ops.hostanswer import host_answer
+from crawler.ops.lookup import Lookup
 from crawler.ops.timeline import Sample, Timeline
 from crawler.ops.view import HostOrder, HostRow, frontier_figures, longest_queues, top_hosts
 from crawler.report.svg import bar_chart, line_chart
