@@ -56,6 +56,7 @@ from scrapy.http import Headers
 from scrapy.utils.httpobj import urlparse_cached
 
 from crawler.downloader import http11
+from crawler.downloader.aiohttpclient import ClientResponse, base_response_args, body_chunks, new_session
 from crawler.downloader.dns import resolver_from_settings
 from crawler.downloader.errors import ServerSilentError, TlsError
 from crawler.downloader.exchange import (
@@ -103,27 +104,7 @@ class FetchClient(Enum):
     AIOHTTP = "aiohttp"
 
 
-class _ClientResponse(aiohttp.ClientResponse):
-    """aiohttp's response, keeping what the connection knew when the answer began (its peer's
-    address, its TLS session: the transport may be gone by the time the response is built), and
-    the request's body limit (``BODY_LIMIT_META``; 0: none)."""
-
-    peer: str | None = None
-    ssl_object: ssl.SSLObject | None = None
-    body_limit: int = 0
-
-    async def start(self, connection: aiohttp.connector.Connection) -> aiohttp.ClientResponse:
-        transport = connection.transport
-        if transport is not None:
-            peer = transport.get_extra_info("peername")
-            self.peer = peer[0] if peer else None
-            ssl_object = transport.get_extra_info("ssl_object")
-            if isinstance(ssl_object, ssl.SSLObject):
-                self.ssl_object = ssl_object
-        return await super().start(connection)
-
-
-class CrawlerDownloadHandler(BaseStreamingDownloadHandler[_ClientResponse]):
+class CrawlerDownloadHandler(BaseStreamingDownloadHandler[ClientResponse]):
     #: Built at the first request, in the running event loop: ``scrapy shell`` with Scrapy's
     #: Twisted reactor builds the engine in a thread where no loop runs yet (aiohttp's connector
     #: needs one).
@@ -149,21 +130,7 @@ class CrawlerDownloadHandler(BaseStreamingDownloadHandler[_ClientResponse]):
         resolver = resolver_from_settings(settings, crawler.stats)
         self._resolver = resolver
         self._ssl_context = make_ssl_context(settings)
-        # aiohttp as Scrapy's own handler sets it up, with the caching, guarding resolver.
-        connector = aiohttp.TCPConnector(
-            local_addr=self._bind_address,
-            limit=self._pool_size_total,
-            limit_per_host=self._pool_size_per_host,
-            resolver=resolver,
-            use_dns_cache=False,
-        )
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            cookie_jar=aiohttp.DummyCookieJar(),
-            auto_decompress=False,
-            response_class=_ClientResponse,
-            skip_auto_headers=("Accept", "Accept-Encoding", "Content-Type", "User-Agent"),
-        )
+        self._session = new_session(resolver, self._bind_address, self._pool_size_total, self._pool_size_per_host)
 
     def _guard_literal(self, host: str) -> None:
         """Refuse (and count) an IP-literal host the address policy forbids; names are checked at resolution."""
@@ -390,7 +357,7 @@ class CrawlerDownloadHandler(BaseStreamingDownloadHandler[_ClientResponse]):
     # -- aiohttp (proxies, FETCH_HTTP_CLIENT = "aiohttp") ---------------------------------------
 
     @asynccontextmanager
-    async def _make_request(self, request: Request, timeout: float) -> AsyncIterator[_ClientResponse]:
+    async def _make_request(self, request: Request, timeout: float) -> AsyncIterator[ClientResponse]:
         host = urlparse_cached(request).hostname or ""
         self._guard_literal(host)
         proxy = self._extract_proxy_url_with_creds(request)
@@ -410,7 +377,7 @@ class CrawlerDownloadHandler(BaseStreamingDownloadHandler[_ClientResponse]):
                 allow_redirects=False,
                 proxy=proxy,
             ) as response:
-                answer = cast("_ClientResponse", response)
+                answer = cast("ClientResponse", response)
                 answer.body_limit = int(request.meta.get(BODY_LIMIT_META) or 0)
                 yield answer
         except aiohttp.ConnectionTimeoutError as exc:
@@ -431,31 +398,20 @@ class CrawlerDownloadHandler(BaseStreamingDownloadHandler[_ClientResponse]):
         """aiohttp is a requirement of the crawler: imported above."""
 
     @staticmethod
-    def _extract_headers(response: _ClientResponse) -> Headers:
+    def _extract_headers(response: ClientResponse) -> Headers:
         return Headers(list(response.headers.items()))
 
     @staticmethod
-    def _build_base_response_args(response: _ClientResponse, request: Request, headers: Headers) -> BaseResponseArgs:
-        version = response.version
-        return {
-            "status": response.status,
-            "url": request.url,
-            "headers": headers,
-            "certificate": None if response.ssl_object is None else response.ssl_object.getpeercert(binary_form=True),
-            "ip_address": peer_address(response.peer),
-            "protocol": f"HTTP/{version.major}.{version.minor}" if version else "HTTP/1.1",
-        }
+    def _build_base_response_args(response: ClientResponse, request: Request, headers: Headers) -> BaseResponseArgs:
+        return base_response_args(response, request, headers)
 
-    def _log_tls_info(self, response: _ClientResponse, request: Request) -> None:
+    def _log_tls_info(self, response: ClientResponse, request: Request) -> None:
         if response.ssl_object is not None:
             log_tls_session(response.ssl_object)
 
     @staticmethod
-    def _iter_body_chunks(response: _ClientResponse) -> AsyncIterator[bytes]:
-        """The body's pieces; past the request's body limit, no more (the response has what came)."""
-        chunks: AsyncIterator[bytes] = response.content.iter_any()
-        limit = response.body_limit
-        return _up_to(chunks, limit) if limit else chunks
+    def _iter_body_chunks(response: ClientResponse) -> AsyncIterator[bytes]:
+        return body_chunks(response)
 
     @staticmethod
     def _is_dataloss_exception(exc: Exception) -> bool:
@@ -464,12 +420,3 @@ class CrawlerDownloadHandler(BaseStreamingDownloadHandler[_ClientResponse]):
     async def close(self) -> None:
         self._pool.close()
         await self._session.close()
-
-
-async def _up_to(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:
-    received = 0
-    async for chunk in chunks:
-        yield chunk
-        received += len(chunk)
-        if received > limit:
-            return
