@@ -24,9 +24,10 @@ from crawler.crawlstate.shards import ShardRouter
 from crawler.dedup import text
 from crawler.dedup.index import DedupIndex
 from crawler.items import PageItem
+from crawler.pipelines.redisstage import RedisStage
 from crawler.redisconn.provider import RedisProvider
 from crawler.settings_parsing import get_bool, get_int
-from crawler.urls import NormalizationConfig, UrlError, normalize_page_url
+from crawler.urls import NormalizationConfig
 from crawler.urls.normalize import DEFAULT_CONFIG as DEFAULT_NORMALIZATION
 from crawler.warc.records import payload_digest, warc_micros
 
@@ -38,17 +39,15 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class DedupPipeline:
+class DedupPipeline(RedisStage[DedupIndex]):
+    store_name = "Dedup index"
+
     def __init__(self, provider: RedisProvider, router: ShardRouter, distance: int, stats: Any,
                  normalization: NormalizationConfig = DEFAULT_NORMALIZATION, *, write_records: bool = True) -> None:
-        self.provider = provider
+        super().__init__(provider, router, stats, normalization)
         #: Whether the check writes a page's URL record (no URL metadata pipeline writes it).
         self.write_records = write_records
-        self.router = router
-        self.normalization = normalization
         self.distance = distance
-        self.stats = stats
-        self.index: DedupIndex | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -71,37 +70,26 @@ class DedupPipeline:
         Archive.for_crawler(crawler).join(pipeline)
         return pipeline
 
-    async def open_spider(self) -> None:
-        client = await self.provider.client()
-        self.index = await self.provider.outage.call("Dedup index open", lambda: self._open(client), self.stats)
-
-    async def _open(self, client: AnyRedis) -> DedupIndex:
+    async def open_store(self, client: AnyRedis) -> DedupIndex:
         sizes = await bucket_sizes(client, self.router.keys[0].leases, external=False)
         index = DedupIndex(client, self.router, self.distance, sizes, write_records=self.write_records)
         await index.open()
         return index
 
-    async def close_spider(self) -> None:
-        if self.index is not None:
-            await self.index.close()
-
     async def process_item(self, item: Any) -> Any:
-        if not isinstance(item, PageItem) or self.index is None:
+        if not isinstance(item, PageItem) or self.store is None:
             return item
         item.payload_digest = payload_digest(item.body)
         if item.status != 200 or not item.body:
             return item
-        try:
-            url, host = normalize_page_url(item.url, self.normalization)
-        except UrlError:
+        page = self.page_url(item)
+        if page is None:
             return item
+        url, host = page
         try:
-            index, digest = self.index, item.payload_digest
-            verdict = await self.provider.outage.call(
-                "Dedup index",
-                lambda: index.check(url, host, digest, warc_micros(item.fetched_at), item.simhash),
-                self.stats,
-            )
+            index, digest = self.store, item.payload_digest
+            verdict = await self.call(lambda: index.check(url, host, digest, warc_micros(item.fetched_at),
+                                                          item.simhash))
         except (RedisError, OSError) as exc:
             self.stats.inc_value("dedup/unavailable")
             logger.warning("Dedup index unavailable (%s); storing %s in full", exc, item.url)

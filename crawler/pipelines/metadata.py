@@ -31,12 +31,13 @@ from crawler.items import PageItem
 from crawler.metadata.record import KIND_OTHER, KIND_PARSE, KIND_SITEMAP
 from crawler.metadata.store import PAGE_ERROR, PAGE_NEAR_DUPLICATE, UrlMetadataStore, UrlRecord, UrlState, digest4
 from crawler.pipelines.recrawl import RecrawlPipeline
+from crawler.pipelines.redisstage import RedisStage
 from crawler.policy.clock import CrawlClock
 from crawler.policy.hostquality import HostQualityCache
 from crawler.policy.priority import HostQuality
 from crawler.redisconn.provider import RedisProvider
 from crawler.settings_parsing import get_bool, get_float, get_int, is_set
-from crawler.urls import NormalizationConfig, UrlError, normalize_page_url, page_fingerprint
+from crawler.urls import NormalizationConfig, page_fingerprint
 from crawler.urls.fingerprint import bloom_offsets
 from crawler.urls.normalize import DEFAULT_CONFIG as DEFAULT_NORMALIZATION
 
@@ -61,7 +62,9 @@ def repeat_window_setting(settings: Any) -> int:
     return get_int(settings, "METADATA_REPEAT_WINDOW", minimum=0)
 
 
-class UrlMetadataPipeline:
+class UrlMetadataPipeline(RedisStage[UrlMetadataStore]):
+    store_name = "URL metadata store"
+
     def __init__(
         self,
         provider: RedisProvider,
@@ -75,12 +78,8 @@ class UrlMetadataPipeline:
         normalization: NormalizationConfig = DEFAULT_NORMALIZATION,
         settings: BaseSettings | None = None,
     ) -> None:
-        self.provider = provider
-        #: The crawl's URL normalization (the frontier's keys are built with it).
-        self.normalization = normalization
-        self.router = router
+        super().__init__(provider, router, stats, normalization)
         self.change_distance = change_distance
-        self.stats = stats
         self.clock = clock or CrawlClock()
         #: The crawl's seen set and in-link sketch sizes (its metadata), known once the store opens.
         self.seen: SeenConfig | None = None
@@ -89,7 +88,6 @@ class UrlMetadataPipeline:
         self.settings = settings
         self.host_quality = host_quality or HostQualityCache()
         self.repeat_window = repeat_window
-        self.store: UrlMetadataStore | None = None
         #: The crawl's archive stages, where the recrawl pipeline is found when the spider opens.
         self.archive: Archive | None = None
         #: The recrawl pipeline, whose revisits are planned with each record (None: no recrawl).
@@ -119,11 +117,9 @@ class UrlMetadataPipeline:
     async def open_spider(self) -> None:
         if self.archive is not None:
             self.recrawl = next((s for s in self.archive.stages if isinstance(s, RecrawlPipeline)), None)
-        client = await self.provider.client()
-        self.store = await self.provider.outage.call("URL metadata store open", lambda: self._open(client),
-                                                     self.stats)
+        await super().open_spider()
 
-    async def _open(self, client: AnyRedis) -> UrlMetadataStore:
+    async def open_store(self, client: AnyRedis) -> UrlMetadataStore:
         if self.settings is not None:
             sizes = await crawl_sizes(client, self.router, self.settings, self.provider.config.memory_limit)
             self.seen, self.inlink_cells = sizes.seen, sizes.inlink_cells
@@ -133,17 +129,13 @@ class UrlMetadataPipeline:
         await store.open()
         return store
 
-    async def close_spider(self) -> None:
-        if self.store is not None:
-            await self.store.close()
-
     async def process_item(self, item: Any) -> Any:
         if not isinstance(item, PageItem) or self.store is None or item.record_only:
             return item
-        try:
-            url, host = normalize_page_url(item.url, self.normalization)
-        except UrlError:
+        page = self.page_url(item)
+        if page is None:
             return item
+        url, host = page
         content = 200 <= item.status < 300 and item.payload_digest is not None
         item.crawl_time = self.clock.at(item.fetched_at)
         record = UrlRecord(
@@ -168,11 +160,8 @@ class UrlMetadataPipeline:
         revisit = self.recrawl.revisit_request(item, host) if self.recrawl is not None else None
         try:
             store = self.store
-            observation = await self.provider.outage.call(
-                "URL metadata store",
-                lambda: store.record(url, host, record, flags=flags, inlink_positions=positions, revisit=revisit),
-                self.stats,
-            )
+            observation = await self.call(
+                lambda: store.record(url, host, record, flags=flags, inlink_positions=positions, revisit=revisit))
         except (RedisError, OSError) as exc:
             self.stats.inc_value("metadata/unavailable")
             if revisit is not None:
