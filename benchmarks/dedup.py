@@ -30,7 +30,7 @@ from benchmarks.scratch_redis import scratch_redis  # noqa: E402
 from crawler.crawlstate.shards import ShardRouter  # noqa: E402
 from crawler.dedup.index import DedupIndex  # noqa: E402
 from crawler.dedup.text import content_simhash, visible_text, words  # noqa: E402
-from crawler.warc.records import payload_digest  # noqa: E402
+from crawler.warc.digests import payload_digest  # noqa: E402
 
 EDITS = ("timestamp", "banner", "token", "all three")
 

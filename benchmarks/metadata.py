@@ -24,7 +24,7 @@ from redis.asyncio import Redis  # noqa: E402
 
 from benchmarks.scratch_redis import scratch_redis  # noqa: E402
 from crawler.crawlstate.shards import ShardRouter  # noqa: E402
-from crawler.metadata.store import UrlMetadataStore, UrlRecord, UrlState  # noqa: E402
+from crawler.metadata.recordstore import UrlMetadataStore, UrlRecord, UrlState  # noqa: E402
 
 
 async def measure(port: int, urls: int, per_host: int, label: str) -> None:

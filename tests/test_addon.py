@@ -165,7 +165,7 @@ def test_out_of_retries_the_stats_are_scrapys_and_the_give_up_line_at_scrapys_le
     from scrapy.utils.test import get_crawler
 
     from crawler.frontier.outcome import Handout, LeaseAction
-    from crawler.frontier.store import Lease
+    from crawler.frontier.redisfrontier import Lease
     from crawler.requestmeta import LEASE_META
 
     crawler = get_crawler(settings_dict={"RETRY_TIMES": 1})

@@ -17,7 +17,7 @@ import pytest
 import redis
 
 from crawler.crawlstate.keys import ShardKeys
-from crawler.metadata.store import UrlState
+from crawler.metadata.recordstore import UrlState
 from support.mockweb import LogEntry, WebSpec, host_ip
 from tests.conftest import MockWeb, RedisServer, run_crawl, stat, url_record
 

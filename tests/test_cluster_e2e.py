@@ -159,9 +159,9 @@ def test_a_shard_whose_slot_moved_is_found_on_its_new_node(redis_cluster: RedisC
     from scrapy.settings import Settings
 
     from crawler.frontier.config import FrontierConfig
+    from crawler.frontier.redisfrontier import Completion, RedisFrontier
     from crawler.frontier.seen import SeenConfig
-    from crawler.frontier.store import Completion, RedisFrontier
-    from crawler.metadata.store import UrlMetadataStore, UrlRecord, UrlState
+    from crawler.metadata.recordstore import UrlMetadataStore, UrlRecord, UrlState
     from crawler.redisconn.link import SlotMovedError
     from crawler.urls import url_fingerprint
 

@@ -210,7 +210,8 @@ def test_the_duplicate_index_finds_duplicates_across_hosts_and_shards(redis_serv
     """Exact and near duplicates found across hosts whatever shards hold the digest and the SimHash
     blocks, each naming the first capture's URL (read from its record) and time."""
     from crawler.dedup.index import DedupIndex
-    from crawler.warc.records import micros_of_warc_date, payload_digest
+    from crawler.warc.dates import micros_of_warc_date
+    from crawler.warc.digests import payload_digest
 
     router = ShardRouter(f"dedup-{shards}-{random.getrandbits(32)}", shards)
     rng = random.Random(shards)
@@ -259,7 +260,8 @@ def test_a_simhash_is_filed_under_each_block_s_documented_key_and_field(redis_se
     the 6 bytes outside the block, and under block 0 the page's URL key and shard too: bytes of one,
     two and three digits and 0 and 255, written by the script's table of byte decimals."""
     from crawler.dedup.index import DedupIndex
-    from crawler.warc.records import micros_of_warc_date, payload_digest
+    from crawler.warc.dates import micros_of_warc_date
+    from crawler.warc.digests import payload_digest
 
     router = ShardRouter(f"near-keys-{random.getrandbits(32)}", 1)
     simhash = bytes([0, 255, 100, 200, 10, 99, 254, 1])
@@ -300,8 +302,9 @@ def test_the_duplicate_check_writes_a_url_record_only_when_no_metadata_pipeline_
     record itself, so a later duplicate is named either way. A duplicate of a page whose record was
     never written is stored in full (unresolved), never named wrongly."""
     from crawler.dedup.index import DedupIndex
-    from crawler.metadata.store import UrlMetadataStore, UrlRecord, UrlState
-    from crawler.warc.records import micros_of_warc_date, payload_digest
+    from crawler.metadata.recordstore import UrlMetadataStore, UrlRecord, UrlState
+    from crawler.warc.dates import micros_of_warc_date
+    from crawler.warc.digests import payload_digest
 
     router = ShardRouter(f"dedup-records-{shards}-{random.getrandbits(32)}", shards)
 

@@ -22,8 +22,8 @@ from crawler.crawlstate.keys import ShardKeys
 from crawler.crawlstate.shards import ShardRouter
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.outcome import HostSignal, LeaseAction
+from crawler.frontier.redisfrontier import DONT_FILTER, EXACT_ONLY, Completion, EnqueueEntry, Lease, RedisFrontier, Step
 from crawler.frontier.seen import SeenConfig
-from crawler.frontier.store import DONT_FILTER, EXACT_ONLY, Completion, EnqueueEntry, Lease, RedisFrontier, Step
 from crawler.policy.backoff import BackoffPolicy
 from crawler.policy.politeness import PolitenessKey
 from crawler.urls import bloom_offsets, bloom_positions, normalize_url, url_fingerprint, url_key
@@ -647,7 +647,7 @@ def test_host_and_domain_page_budgets_hold(run: Callable[..., None]) -> None:
 
 async def fetched_record(h: Harness, url: str, fetched_s: int) -> None:
     """Record a fetch of ``url`` the way the metadata pipeline does (a revisit needs its URL record)."""
-    from crawler.metadata.store import UrlMetadataStore, UrlRecord, UrlState
+    from crawler.metadata.recordstore import UrlMetadataStore, UrlRecord, UrlState
 
     normalized, host = normalize_url(url)
     assert h.client is not None
@@ -659,7 +659,7 @@ async def fetched_record(h: Harness, url: str, fetched_s: int) -> None:
 
 def revisit_url(blob: bytes) -> str:
     """The URL of a claimed revisit: "#" and the URL's record."""
-    from crawler.metadata.store import UrlRecord
+    from crawler.metadata.recordstore import UrlRecord
 
     assert blob.startswith(b"#"), blob
     return UrlRecord.unpack(blob[1:]).url
@@ -667,8 +667,8 @@ def revisit_url(blob: bytes) -> str:
 
 def test_due_set_schedule_drain_and_touch(run: Callable[..., None]) -> None:
     from crawler.frontier.due import DueSchedule, Revisit
-    from crawler.frontier.store import Touch
-    from crawler.metadata.store import UrlMetadataStore
+    from crawler.frontier.redisfrontier import Touch
+    from crawler.metadata.recordstore import UrlMetadataStore
 
     async def body(h: Harness) -> None:
         f = h.frontier
@@ -767,7 +767,7 @@ def test_the_schedule_splits_into_buckets_and_drains_in_time_order(run: Callable
 
 def test_touch_respects_the_last_fetch(run: Callable[..., None]) -> None:
     from crawler.frontier.due import DueSchedule, Revisit
-    from crawler.frontier.store import Touch
+    from crawler.frontier.redisfrontier import Touch
 
     async def body(h: Harness) -> None:
         f = h.frontier
@@ -792,7 +792,7 @@ def test_touch_respects_the_last_fetch(run: Callable[..., None]) -> None:
 
 
 def test_inlink_sketch_counts_every_discovery(run: Callable[..., None]) -> None:
-    from crawler.metadata.store import UrlMetadataStore, UrlRecord, UrlState
+    from crawler.metadata.recordstore import UrlMetadataStore, UrlRecord, UrlState
 
     async def body(h: Harness) -> None:
         f = h.frontier
@@ -820,7 +820,7 @@ def test_inlink_sketch_counts_every_discovery(run: Callable[..., None]) -> None:
 
 
 def test_storing_a_page_twice_is_storing_it_once(run: Callable[..., None]) -> None:
-    from crawler.metadata.store import UrlMetadataStore, UrlRecord, UrlState
+    from crawler.metadata.recordstore import UrlMetadataStore, UrlRecord, UrlState
 
     async def body(h: Harness) -> None:
         assert h.client is not None

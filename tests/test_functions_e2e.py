@@ -20,8 +20,8 @@ from redis.asyncio.cluster import ClusterNode, RedisCluster
 from crawler.crawlstate.keys import ShardKeys
 from crawler.crawlstate.library import LIBRARY_MANY, LIBRARY_NAME, LIBRARY_SCRIPTS, library_scripts
 from crawler.exceptions import FrontierUnavailableError
+from crawler.frontier.redisfrontier import RedisFrontier
 from crawler.frontier.seen import SeenConfig
-from crawler.frontier.store import RedisFrontier
 from crawler.redisconn.functions import USERS_KEY, FunctionLibrary, LibraryConflictError, crawler_library
 from support.mockweb import free_port
 from tests.conftest import RedisClusterServers, RedisServer, _wait_for_port

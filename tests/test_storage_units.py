@@ -32,18 +32,12 @@ from crawler.dedup.text import (
     visible_text,
     words,
 )
-from crawler.metadata.store import UrlRecord, UrlState, digest4
+from crawler.metadata.recordstore import UrlRecord, UrlState, digest4
+from crawler.warc.dates import warc_date
+from crawler.warc.digests import payload_digest
 from crawler.warc.gzip import Gzip, GzipLibrary
-from crawler.warc.records import (
-    Fetch,
-    RecordBuilder,
-    RecordIds,
-    RevisitProfile,
-    payload_digest,
-    stored_response_headers,
-    warc_date,
-)
-from crawler.warc.store import WarcStoreConfig
+from crawler.warc.records import Fetch, RecordBuilder, RecordIds, RevisitProfile, stored_response_headers
+from crawler.warc.uploads import WarcStoreConfig
 from crawler.warc.writer import WarcFileWriter, record_bytes, recover_open_files, surt
 
 GOLDEN = Path(__file__).parent / "golden" / "fetch.warc"
@@ -513,7 +507,8 @@ def test_digests_and_dates_are_the_standard_library_s(data: bytes, epoch: float)
     import hashlib
     from datetime import UTC, datetime
 
-    from crawler.warc.records import sha1_base32, warc_date
+    from crawler.warc.dates import warc_date
+    from crawler.warc.digests import sha1_base32
 
     assert sha1_base32(data) == "sha1:" + base64.b32encode(hashlib.sha1(data).digest()).decode("ascii")
     expected = datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -621,7 +616,7 @@ def test_sha1_bytes_is_the_inverse_of_the_warc_digest_form() -> None:
     import binascii
     import hashlib
 
-    from crawler.warc.records import payload_digest, sha1_bytes
+    from crawler.warc.digests import payload_digest, sha1_bytes
 
     for n in range(300):
         payload = bytes(range(n % 256)) * (n % 7 + 1)

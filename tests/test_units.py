@@ -542,7 +542,7 @@ def test_the_lua_scripts_build_keys_and_read_records_only_through_the_schema() -
     from crawler.crawlstate.keys import SHARD_KEYS
     from crawler.crawlstate.library import compose
     from crawler.metadata.record import RECORD_FLAGS
-    from crawler.metadata.store import RECORD_FIELDS, UrlState
+    from crawler.metadata.recordstore import RECORD_FIELDS, UrlState
 
     scripts = sorted(Path(__file__).resolve().parent.parent.joinpath("crawler").rglob("*.lua"))
     assert len(scripts) >= 11

@@ -35,7 +35,8 @@ from crawler.crawlstate.compact import BucketSizes, LinearHash
 from crawler.metadata.record import UrlRecord, UrlState
 from crawler.redisconn.batch import BatchedScripts
 from crawler.urls import page_fingerprint, url_key
-from crawler.warc.records import sha1_bytes, warc_date_micros
+from crawler.warc.dates import warc_date_micros
+from crawler.warc.digests import sha1_bytes
 
 if TYPE_CHECKING:
     from crawler.crawlstate.shards import ShardRouter

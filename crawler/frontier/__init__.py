@@ -28,12 +28,7 @@ from crawler.frontier.outcome import (
     signal_host,
     waits,
 )
-from crawler.frontier.reset import crawl_keys, delete_keys
-from crawler.frontier.scheduler import FrontierScheduler
-from crawler.frontier.seeding import SeedReport, seed, seed_lines, terminal_progress
-from crawler.frontier.seen import SeenConfig
-from crawler.frontier.sizing import CrawlSizes, check_fits, crawl_sizes, planned_sizes, shard_fixed_bytes
-from crawler.frontier.store import (
+from crawler.frontier.redisfrontier import (
     Completion,
     DeadLetter,
     EnqueueEntry,
@@ -45,6 +40,11 @@ from crawler.frontier.store import (
     read_dead_letters,
     shard_frontiers,
 )
+from crawler.frontier.reset import crawl_keys, delete_keys
+from crawler.frontier.scheduler import FrontierScheduler
+from crawler.frontier.seeding import SeedReport, seed, seed_lines, terminal_progress
+from crawler.frontier.seen import SeenConfig
+from crawler.frontier.sizing import CrawlSizes, check_fits, crawl_sizes, planned_sizes, shard_fixed_bytes
 
 __all__ = [
     "MAX_LEVELS",

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
     from crawler.crawlstate.shards import ShardRouter
-    from crawler.frontier.store import RedisFrontier
+    from crawler.frontier.redisfrontier import RedisFrontier
     from crawler.redisconn.link import AnyRedis
 
 logger = logging.getLogger(__name__)

@@ -47,7 +47,7 @@ from crawler.requestmeta import (
     VERBATIM_URL_META,
 )
 from crawler.sitemaps import sitemap_meta
-from crawler.warc.records import warc_date_micros
+from crawler.warc.dates import warc_date_micros
 
 CODEC_VERSION = 1
 #: The compact form of a link.

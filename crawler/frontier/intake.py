@@ -34,7 +34,7 @@ from crawler.bounded import BoundedSet
 from crawler.downloader.netguard import parse_ip
 from crawler.exceptions import CodecError, UnstorableCallbackError
 from crawler.frontier.levels import PriorityLevels
-from crawler.frontier.store import DONT_FILTER, EXACT_ONLY, EnqueueEntry, Touch
+from crawler.frontier.redisfrontier import DONT_FILTER, EXACT_ONLY, EnqueueEntry, Touch
 from crawler.policy.clock import CrawlClock
 from crawler.policy.hostquality import HostQualityCache
 from crawler.policy.priority import PriorityPolicy, PrioritySignals
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from crawler.crawlstate.shards import ShardRouter
     from crawler.downloader.dns import CachingGuardedResolver
     from crawler.frontier.codec import RequestCodec
-    from crawler.frontier.store import RedisFrontier
+    from crawler.frontier.redisfrontier import RedisFrontier
 
 logger = logging.getLogger(__name__)
 

@@ -66,7 +66,7 @@ class LeaseOutcome:
 class Handout:
     """A leased request on its way through this worker."""
 
-    lease: Any  # crawler.frontier.store.Lease
+    lease: Any  # crawler.frontier.redisfrontier.Lease
     handed_at: float = 0.0
     outcome: LeaseOutcome | None = field(default=None)
     #: The host signal of a request that completed normally (set by middlewares).

@@ -29,8 +29,8 @@ from redis.exceptions import OutOfMemoryError, RedisError
 from crawler.exceptions import CodecError
 from crawler.frontier.outcome import Handout, LeaseAction
 from crawler.frontier.pacing import NEVER_MS
+from crawler.frontier.redisfrontier import Completion, EnqueueEntry, Step, StepResult, Touch
 from crawler.frontier.stepstats import count_step
-from crawler.frontier.store import Completion, EnqueueEntry, Step, StepResult, Touch
 from crawler.redisconn.outage import REDIS_DOWN
 from crawler.requestmeta import LEASE_META
 from crawler.robots.request import robots_lease_request
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from crawler.frontier.inhand import InHand
     from crawler.frontier.intake import Intake
     from crawler.frontier.pacing import ShardPacer
-    from crawler.frontier.store import RedisFrontier
+    from crawler.frontier.redisfrontier import RedisFrontier
     from crawler.policy.clock import CrawlClock
     from crawler.redisconn.provider import RedisProvider
 

@@ -50,10 +50,10 @@ from crawler.frontier.levels import PriorityLevels
 from crawler.frontier.outcome import Handout
 from crawler.frontier.pacing import ShardPacer
 from crawler.frontier.pump import Pump
+from crawler.frontier.redisfrontier import shard_frontiers
 from crawler.frontier.reset import reset_crawl
 from crawler.frontier.sizing import crawl_sizes
 from crawler.frontier.slotconf import share_slot_overrides
-from crawler.frontier.store import shard_frontiers
 from crawler.policy.backoff import BackoffPolicy
 from crawler.policy.clock import CrawlClock
 from crawler.policy.hostquality import HostQualityCache
@@ -74,8 +74,8 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
     from twisted.internet.defer import Deferred
 
+    from crawler.frontier.redisfrontier import RedisFrontier
     from crawler.frontier.sizing import CrawlSizes
-    from crawler.frontier.store import RedisFrontier
     from crawler.redisconn.link import AnyRedis
 
 logger = logging.getLogger(__name__)

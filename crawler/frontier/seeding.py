@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from crawler.frontier.store import Step
+from crawler.frontier.redisfrontier import Step
 
 if TYPE_CHECKING:
     from crawler.frontier.intake import Intake
-    from crawler.frontier.store import RedisFrontier
+    from crawler.frontier.redisfrontier import RedisFrontier
 
 #: URLs read, filtered and sent per batch (what memory holds at once).
 BATCH = 10_000

@@ -1,7 +1,7 @@
 """What a frontier step sends and what it answers: plain data, no I/O.
 
 The enqueue entries, leases, completions and sitemap touches a worker sends
-to :meth:`crawler.frontier.store.RedisFrontier.step` (together, a
+to :meth:`crawler.frontier.redisfrontier.RedisFrontier.step` (together, a
 :class:`Step`), the results it reads back, and the counts of a shard (:func:`read_counts`).
 """
 

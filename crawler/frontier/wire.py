@@ -5,7 +5,7 @@ call (the crawler's function library: :mod:`crawler.redisconn.functions`;
 enqueues in batches of ``FRONTIER_ENQUEUE_BATCH``) and a ``ZADD XX``
 for the lease renewal (with an ``HSET`` naming the leases' worker), encoded once with
 :func:`crawler.redisconn.resp.command`;
-:class:`crawler.frontier.store.RedisFrontier` sends them in one pipelined
+:class:`crawler.frontier.redisfrontier.RedisFrontier` sends them in one pipelined
 write and reads the replies back in order. The arguments of ``enqueue``, ``ack`` and ``claim`` and
 their replies are those :mod:`crawler.crawlstate.protocol` declares, built and read by name.
 """

@@ -51,8 +51,8 @@ from crawler.render.gate import HostPacer, PageGate
 from crawler.render.marks import HostMark, Mark, RenderMarks, force
 from crawler.render.subrequests import Decision, SubrequestPolicy, host_of_url
 from crawler.requestmeta import MODULE_META, RENDER_META, RENDERED_META, ROBOTS_META, SITEMAP_META
+from crawler.robots.cache import RobotsStore
 from crawler.robots.policy import RobotsConfig, RobotsRules, origin_of
-from crawler.robots.store import RobotsStore
 from crawler.settings_parsing import get_bool, get_float, get_int, get_list, setting
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 **A host's robots.txt is its first request.** The frontier hands out a host
 whose robots.txt decision is missing or expired as a *robots.txt lease*
-(:attr:`~crawler.frontier.store.Lease.robots`): the scheduler turns it into a
+(:attr:`~crawler.frontier.redisfrontier.Lease.robots`): the scheduler turns it into a
 request for ``<origin>/robots.txt`` (:func:`~crawler.robots.request.robots_lease_request`), claimed,
 leased and paced like any request, while the host's pages stay queued. This
 middleware judges the answer (:meth:`process_response`,
@@ -13,7 +13,7 @@ while robots.txt is fetched.
 
 For each page (``process_request``):
 
-1. The origin's decision: the local cache, else Redis (:class:`~crawler.robots.store.RobotsStore`).
+1. The origin's decision: the local cache, else Redis (:class:`~crawler.robots.cache.RobotsStore`).
 2. If there is none (another origin of the same host, say ``https`` after
    ``http``), a page served by the frontier goes back to it untouched (stat
    ``robots/missing``) with a signal that makes the host's robots.txt its next
@@ -61,6 +61,7 @@ from crawler.policy.backoff import parse_retry_after
 from crawler.policy.politeness import PolitenessPolicy
 from crawler.redisconn.provider import RedisProvider
 from crawler.requestmeta import BODY_LIMIT_META, ROBOTS_META
+from crawler.robots.cache import RobotsStore, origin_host
 from crawler.robots.policy import (
     MAX_REDIRECTS,
     ROBOTS_PATH,
@@ -76,7 +77,6 @@ from crawler.robots.policy import (
     record_for_too_many_redirects,
 )
 from crawler.robots.request import robots_request
-from crawler.robots.store import RobotsStore, origin_host
 from crawler.settings_parsing import get_bool
 from crawler.sitemaps import SitemapSettings, sitemap_meta
 from crawler.urls import clean_reference

@@ -21,7 +21,7 @@ from crawler.frontier import (
     stored_url,
 )
 from crawler.metadata.record import UrlRecord, UrlState
-from crawler.metadata.store import UrlMetadataStore
+from crawler.metadata.recordstore import UrlMetadataStore
 from crawler.ops.lookup import Lookup, UrlStatus, front_entries, iso, letter_answer, raw_bytes
 from crawler.policy.clock import CrawlClock
 from crawler.policy.memory import ADMIT_ALL, Admission
@@ -35,8 +35,8 @@ from crawler.robots.policy import (
 from crawler.urls import bloom_positions, normalize_url, sketch_offsets, url_fingerprint, url_key
 from crawler.urls.filters import Dropped, FilterConfig, UrlFilter
 from crawler.urls.normalize import UrlError
-from crawler.warc.store import WarcStoreConfig, s3_client
 from crawler.warc.surtkey import surt
+from crawler.warc.uploads import WarcStoreConfig, s3_client
 
 if TYPE_CHECKING:
     from crawler.crawlstate.keys import ShardKeys

@@ -29,7 +29,8 @@ from crawler.redisconn.provider import RedisProvider
 from crawler.settings_parsing import get_bool, get_int
 from crawler.urls import NormalizationConfig
 from crawler.urls.normalize import DEFAULT_CONFIG as DEFAULT_NORMALIZATION
-from crawler.warc.records import payload_digest, warc_micros
+from crawler.warc.dates import warc_micros
+from crawler.warc.digests import payload_digest
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

@@ -29,7 +29,7 @@ from crawler.frontier import SeenConfig, crawl_sizes
 from crawler.httpheaders import header_value, http_date_epoch
 from crawler.items import PageItem
 from crawler.metadata.record import KIND_OTHER, KIND_PARSE, KIND_SITEMAP
-from crawler.metadata.store import PAGE_ERROR, PAGE_NEAR_DUPLICATE, UrlMetadataStore, UrlRecord, UrlState, digest4
+from crawler.metadata.recordstore import PAGE_ERROR, PAGE_NEAR_DUPLICATE, UrlMetadataStore, UrlRecord, UrlState, digest4
 from crawler.pipelines.recrawl import RecrawlPipeline
 from crawler.pipelines.redisstage import RedisStage
 from crawler.policy.clock import CrawlClock

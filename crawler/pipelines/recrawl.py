@@ -39,12 +39,12 @@ from crawler.archiving import Archive
 from crawler.exceptions import ConfigurationError
 from crawler.frontier import FrontierConfig, FrontierContext, PriorityLevels
 from crawler.items import PageItem
-from crawler.metadata.store import RevisitRequest
+from crawler.metadata.recordstore import RevisitRequest
 from crawler.policy.clock import CrawlClock
 from crawler.policy.priority import PriorityPolicy
 from crawler.policy.recrawl import RecrawlPolicy, revisit_terms
 from crawler.settings_parsing import get_bool
-from crawler.warc.records import micros_of_warc_date, warc_micros
+from crawler.warc.dates import micros_of_warc_date, warc_micros
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

@@ -8,7 +8,7 @@ a thread hand-off per batch cost more CPU than the writes); the item
 completes (and its URL's lease is acked) only after its records are written
 and flushed. A file that reaches ``WARC_MAX_SIZE`` is finished (``fsync``,
 CDXJ index, rename) by a worker thread, then goes to the store
-(:mod:`crawler.warc.store`).
+(:mod:`crawler.warc.uploads`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from crawler.redisconn.provider import crawl_id_for
 from crawler.settings_parsing import get_bool, get_float, get_int, setting
 from crawler.warc.gzip import Gzip
 from crawler.warc.records import Fetch, RecordBuilder, RevisitProfile
-from crawler.warc.store import Uploader, WarcStoreConfig, spooled_files
+from crawler.warc.uploads import Uploader, WarcStoreConfig, spooled_files
 from crawler.warc.writer import ClosedFile, FullFile, WarcFileWriter, recover_open_files
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ The downloader middleware that fetches and enforces it is
 :mod:`crawler.middlewares.robots`.
 """
 
+from crawler.robots.cache import RobotsStore
 from crawler.robots.policy import RobotsConfig, RobotsRecord, RobotsRules, RobotsState
-from crawler.robots.store import RobotsStore
 
 __all__ = ["RobotsConfig", "RobotsRecord", "RobotsRules", "RobotsState", "RobotsStore"]

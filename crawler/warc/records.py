@@ -32,14 +32,10 @@ the headers sent but for credentials (``Authorization``,
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from enum import Enum
-from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -47,98 +43,11 @@ from warcio.recordloader import ArcWarcRecord
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import BufferWARCWriter
 
+from crawler.warc.dates import warc_date
+from crawler.warc.digests import payload_digest, sha1_base32
+
 RENAMED_PREFIX = "X-Crawler-"
 MASK = "***"
-
-
-#: Base32 (RFC 4648) of every 10-bit value: two characters each.
-_BASE32_PAIRS = [a + b for a in "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567" for b in "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"]
-_SHA1_SHIFTS = tuple(range(150, -1, -10))
-
-
-def sha1_base32(data: bytes) -> str:
-    """``sha1:<base32>`` of ``data``, the form of WARC's digests (``base64.b32encode`` is pure Python:
-    a SHA-1's 160 bits are 16 pairs of base32 characters, twice as fast this way)."""
-    value = int.from_bytes(hashlib.sha1(data).digest(), "big")
-    return "sha1:" + "".join([_BASE32_PAIRS[(value >> shift) & 1023] for shift in _SHA1_SHIFTS])
-
-
-#: RFC 4648's base32 alphabet, and its characters as ``int(..., 32)`` reads the same values.
-_BASE32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
-_BASE32_AS_INT = str.maketrans(_BASE32, "0123456789abcdefghijklmnopqrstuv")
-
-
-@lru_cache(maxsize=1024)
-def sha1_bytes(digest: str) -> bytes:
-    """The 20 bytes of a ``sha1:<base32>`` digest, the inverse of :func:`sha1_base32` (read as one
-    base-32 integer: ``base64.b32decode`` is pure Python, 8 us a digest); a digest in another form is
-    decoded by ``base64`` (or refused by it: ``binascii.Error``). Remembered (bounded): the duplicate
-    check and the URL record each read a page's digest."""
-    text = digest.removeprefix("sha1:")
-    if len(text) != 32 or text.strip(_BASE32):
-        return base64.b32decode(text)
-    return int(text.translate(_BASE32_AS_INT), 32).to_bytes(20, "big")
-
-
-def payload_digest(payload: bytes) -> str:
-    """``sha1:<base32>``, the form of ``WARC-Payload-Digest``."""
-    return sha1_base32(payload)
-
-
-def _second_micro(epoch: float) -> tuple[int, int]:
-    second = int(epoch // 1)
-    micro = round((epoch - second) * 1_000_000)  # as datetime rounds: half to even, carried over
-    if micro >= 1_000_000:
-        second, micro = second + 1, micro - 1_000_000
-    return second, micro
-
-
-def warc_micros(epoch: float) -> int:
-    """Epoch microseconds of :func:`warc_date` of ``epoch``: ``micros_of_warc_date(warc_date(epoch))``."""
-    second, micro = _second_micro(epoch)
-    return second * 1_000_000 + micro
-
-
-def warc_date(epoch: float) -> str:
-    """ISO 8601 UTC with microseconds, as WARC/1.1 allows."""
-    second, micro = _second_micro(epoch)
-    if second != _last_second[0]:
-        _last_second[0], _last_second[1] = second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    return f"{_last_second[1]}.{micro:06d}Z"
-
-
-def warc_date_micros(micros: int) -> str:
-    """:func:`warc_date` of a time given in epoch microseconds (exactly)."""
-    second, micro = divmod(micros, 1_000_000)
-    return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{micro:06d}Z"
-
-
-#: The last whole second :func:`micros_of_warc_date` read, and its epoch second (a crawl's dates
-#: mostly fall in the same second as the one before: no date parsing for them).
-_last_read: list[Any] = ["", 0]
-
-
-def micros_of_warc_date(text: str) -> int:
-    """Epoch microseconds of a WARC date (``2026-01-02T03:04:05Z``, with or without a fraction); 0 if unreadable."""
-    head, _, fraction = text.rstrip("Z").partition(".")
-    if head == _last_read[0]:
-        second = int(_last_read[1])
-    else:
-        try:
-            if len(head) != 19 or head[4] != "-" or head[7] != "-" or head[10] != "T" or head[13] != ":" \
-                    or head[16] != ":":
-                return 0
-            second = int(datetime(int(head[0:4]), int(head[5:7]), int(head[8:10]), int(head[11:13]),
-                                  int(head[14:16]), int(head[17:19]), tzinfo=UTC).timestamp())
-        except ValueError:
-            return 0
-        _last_read[0], _last_read[1] = head, second
-    digits = (fraction + "000000")[:6]
-    return second * 1_000_000 + (int(digits) if digits.isdigit() else 0)
-
-
-#: The last whole second :func:`warc_date` formatted (most dates of a crawl fall in the same second as the one before).
-_last_second: list[Any] = [None, ""]
 
 
 def random_record_id() -> str:

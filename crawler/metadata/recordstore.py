@@ -26,7 +26,7 @@ from crawler.crawlstate.compact import BucketSizes
 from crawler.metadata.record import RECORD_FIELDS, RECORD_VERSION, UrlRecord, UrlState
 from crawler.redisconn.batch import BatchedScripts
 from crawler.urls import page_fingerprint, sketch_offsets, url_fingerprint, url_key
-from crawler.warc.records import sha1_bytes
+from crawler.warc.digests import sha1_bytes
 
 __all__ = [
     "PAGE_ERROR",
