@@ -621,8 +621,8 @@ def test_the_python_side_encodes_and_decodes_the_step_protocol_by_name() -> None
     read it there); a head with a field missing or unknown is refused; a reply of another length too."""
     from crawler.crawlstate.compact import lh_hash
     from crawler.crawlstate.protocol import ACK, ENQUEUE
-    from crawler.frontier.outcome import HostSignal, LeaseAction
-    from crawler.frontier.steps import Completion, EnqueueEntry
+    from crawler.frontier.outcome import Completion, HostSignal, LeaseAction
+    from crawler.frontier.steps import EnqueueEntry
     from crawler.frontier.wire import _ACK_FIELDS, _ENQUEUE_FIELDS
 
     entry = EnqueueEntry(1234567890123, b"", "h.test", "test", 2, 1, b"blob", "10.0.0.1")

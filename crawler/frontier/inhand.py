@@ -19,9 +19,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from scrapy import Request
 
-    from crawler.frontier.completion import LeaseCompleter
-    from crawler.frontier.outcome import Handout
-    from crawler.frontier.steps import Completion
+    from crawler.frontier.outcome import Completion, Handout, LeaseCompleter
 
 
 class InHand:

@@ -7,21 +7,36 @@ time: retries, robots.txt fetched first, throttling) or :func:`dead_letter`
 (give up: the request moves to the dead-letter queue with its error), and
 then end the request's processing by raising :class:`Rescheduled`. The
 scheduler applies the outcome in the ack of the lease, in the same atomic
-step that gives the host its next allowed time.
+step that gives the host its next allowed time: :class:`LeaseCompleter` turns
+every finished request into its lease's :class:`Completion` (the host's next
+allowed time from the politeness policy, none if the request never reached the
+host, and what the middlewares decided), which the next step's ack carries
+(``lua/ack.lua``; its arguments are ``ACK`` of :mod:`crawler.crawlstate.protocol`).
+This module and :mod:`crawler.frontier.inhand` (the leases a worker holds until
+their ack) are the ack's Python.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import IgnoreRequest
 
-from crawler.requestmeta import LEASE_META
+from crawler.exceptions import CodecError
+from crawler.requestmeta import CONTACTED_META, LEASE_META
+from crawler.urls import url_fingerprint, url_key
 
 if TYPE_CHECKING:
     from scrapy import Request
+    from scrapy.statscollectors import StatsCollector
+
+    from crawler.frontier.codec import RequestCodec
+    from crawler.policy.politeness import PolitenessPolicy
+
+logger = logging.getLogger(__name__)
 
 
 
@@ -140,3 +155,92 @@ def signal_host(request: Request, signal: HostSignal) -> None:
     handout = handout_of(request)
     if handout is not None:
         handout.host_signal = signal
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """A finished lease: the host's next allowed time and what becomes of the URL."""
+
+    member: bytes
+    next_allowed_ms: int
+    completed_ms: int
+    action: LeaseAction = LeaseAction.DONE
+    #: The host is not contacted before this (ms; 0 = no floor). For REQUEUE.
+    not_before_ms: int = 0
+    #: A re-encoded request to store (REQUEUE, DEAD); empty keeps the stored one.
+    blob: bytes = b""
+    host_signal: HostSignal = HostSignal.OK
+    #: Error class and message of a dead letter.
+    error: str = ""
+    message: str = ""
+    #: The URL's key (:func:`crawler.metadata.record.url_key`), to mark a dead letter dead in its record.
+    url_key: int | None = None
+    #: The frontier shard of the lease (see :class:`Lease`).
+    shard: int = 0
+
+    @property
+    def dead_info(self) -> str:
+        """A dead letter's ``error\tmessage``, each on one line of at most 500 characters."""
+        return f"{_clean(self.error)}\t{_clean(self.message)}"
+
+    @property
+    def record_key(self) -> int | bytes:
+        """The URL key as the ack script reads it (empty: none)."""
+        return b"" if self.url_key is None else self.url_key
+
+
+def _clean(text: str) -> str:
+    return " ".join(text.split())[:500]
+
+
+class LeaseCompleter:
+    def __init__(self, politeness: PolitenessPolicy, codec: RequestCodec, stats: StatsCollector) -> None:
+        self.politeness = politeness
+        self.codec = codec
+        self.stats = stats
+
+    def completion(self, request: Request, handout: Handout, now: float) -> Completion:
+        """The completion of ``handout``'s lease, the engine having finished with ``request`` at ``now``."""
+        meta = request.meta
+        if CONTACTED_META not in meta:
+            # Never reached the network (a middleware ended it first): the host
+            # owes no delay (0 tells the ack script).
+            next_allowed = 0
+        else:
+            duration = meta.get("download_latency")
+            if duration is None:  # the fetch failed: it took this long
+                duration = now - handout.handed_at
+            next_allowed = self.politeness.next_allowed_ms(now, duration, handout.lease.host)
+        outcome = handout.outcome
+        if outcome is None:
+            return Completion(handout.lease.member, next_allowed, int(now * 1000), host_signal=handout.host_signal,
+                              shard=handout.lease.shard)
+        if outcome.action is LeaseAction.DONE:
+            return Completion(handout.lease.member, next_allowed, int(now * 1000),
+                              not_before_ms=int(outcome.not_before * 1000), host_signal=outcome.host_signal,
+                              shard=handout.lease.shard)
+        blob = b""
+        if outcome.meta_updates:
+            try:
+                blob = self.codec.encode(request.replace(meta={**request.meta, **outcome.meta_updates})).blob
+            except CodecError as exc:
+                logger.error("Frontier could not re-encode %s: %s; keeping the stored request", request.url, exc)
+        if outcome.action is LeaseAction.REQUEUE:
+            self.stats.inc_value("frontier/requeued")
+        else:
+            self.stats.inc_value("frontier/dead_lettered")
+            self.stats.inc_value(f"frontier/dead_lettered/{outcome.error or 'unknown'}")
+            logger.warning("Dead letter: %s (%s: %s)", request.url, outcome.error, outcome.message)
+        return Completion(
+            handout.lease.member,
+            next_allowed,
+            int(now * 1000),
+            action=outcome.action,
+            not_before_ms=int(outcome.not_before * 1000),
+            blob=blob,
+            host_signal=outcome.host_signal,
+            error=outcome.error,
+            message=outcome.message,
+            url_key=url_key(url_fingerprint(request.url)) if outcome.action is LeaseAction.DEAD else None,
+            shard=handout.lease.shard,
+        )

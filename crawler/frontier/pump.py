@@ -30,7 +30,7 @@ from crawler.exceptions import CodecError
 from crawler.frontier.outcome import Handout, LeaseAction
 from crawler.frontier.pacing import NEVER_MS
 from crawler.frontier.redisfrontier import Completion, EnqueueEntry, Step, StepResult, Touch
-from crawler.frontier.stepstats import count_step
+from crawler.frontier.steps import count_step
 from crawler.redisconn.outage import REDIS_DOWN
 from crawler.requestmeta import LEASE_META
 from crawler.robots.request import robots_lease_request

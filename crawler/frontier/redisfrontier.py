@@ -28,13 +28,13 @@ from crawler.crawlstate.keys import ShardKeys
 from crawler.crawlstate.schema import TABLE_FIELD
 from crawler.crawlstate.shards import ShardRouter
 from crawler.frontier.config import FrontierConfig
+from crawler.frontier.outcome import Completion
 from crawler.frontier.seen import SeenConfig
 from crawler.frontier.steps import (
     DONT_FILTER,
     EXACT_ONLY,
     ROBOTS_REQUEST_ID,
     ClaimResult,
-    Completion,
     DeadLetter,
     DrainResult,
     EnqueueEntry,

@@ -41,13 +41,12 @@ from crawler.downloader.dns import CachingGuardedResolver, resolver_from_setting
 from crawler.exceptions import ConfigurationError, FrontierUnavailableError
 from crawler.frontier.admission import MemoryWatch
 from crawler.frontier.codec import RequestCodec
-from crawler.frontier.completion import LeaseCompleter
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.context import FrontierContext
 from crawler.frontier.inhand import InHand
 from crawler.frontier.intake import Intake
 from crawler.frontier.levels import PriorityLevels
-from crawler.frontier.outcome import Handout
+from crawler.frontier.outcome import Handout, LeaseCompleter
 from crawler.frontier.pacing import ShardPacer
 from crawler.frontier.pump import Pump
 from crawler.frontier.redisfrontier import shard_frontiers

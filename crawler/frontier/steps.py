@@ -1,4 +1,4 @@
-"""What a frontier step sends and what it answers: plain data, no I/O.
+"""What a frontier step sends and what it answers (plain data, no I/O), and the stats its answer adds to.
 
 The enqueue entries, leases, completions and sitemap touches a worker sends
 to :meth:`crawler.frontier.redisfrontier.RedisFrontier.step` (together, a
@@ -7,17 +7,22 @@ to :meth:`crawler.frontier.redisfrontier.RedisFrontier.step` (together, a
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from crawler.crawlstate.compact import LinearHash, lh_hash
-from crawler.frontier.outcome import HostSignal, LeaseAction
+from crawler.frontier.outcome import Completion
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from scrapy.statscollectors import StatsCollector
+
     from crawler.crawlstate.keys import ShardKeys
     from crawler.redisconn.link import AnyRedis
+
+logger = logging.getLogger(__name__)
 
 #: The request id of a robots.txt lease (``ROBOTS_ID`` in ``lua/hosts.lua``): the
 #: host's robots.txt, fetched before its pages; its claimed blob is the host's
@@ -71,42 +76,6 @@ class Lease:
     def from_member(cls, member: bytes, shard: int = 0) -> Lease:
         _leaseno, level, request_id, host = member.decode("utf-8", "surrogateescape").split(" ", 3)
         return cls(member, int(level), int(request_id), host, shard)
-
-
-@dataclass(frozen=True, slots=True)
-class Completion:
-    """A finished lease: the host's next allowed time and what becomes of the URL."""
-
-    member: bytes
-    next_allowed_ms: int
-    completed_ms: int
-    action: LeaseAction = LeaseAction.DONE
-    #: The host is not contacted before this (ms; 0 = no floor). For REQUEUE.
-    not_before_ms: int = 0
-    #: A re-encoded request to store (REQUEUE, DEAD); empty keeps the stored one.
-    blob: bytes = b""
-    host_signal: HostSignal = HostSignal.OK
-    #: Error class and message of a dead letter.
-    error: str = ""
-    message: str = ""
-    #: The URL's key (:func:`crawler.metadata.record.url_key`), to mark a dead letter dead in its record.
-    url_key: int | None = None
-    #: The frontier shard of the lease (see :class:`Lease`).
-    shard: int = 0
-
-    @property
-    def dead_info(self) -> str:
-        """A dead letter's ``error\tmessage``, each on one line of at most 500 characters."""
-        return f"{_clean(self.error)}\t{_clean(self.message)}"
-
-    @property
-    def record_key(self) -> int | bytes:
-        """The URL key as the ack script reads it (empty: none)."""
-        return b"" if self.url_key is None else self.url_key
-
-
-def _clean(text: str) -> str:
-    return " ".join(text.split())[:500]
 
 
 @dataclass(frozen=True)
@@ -258,3 +227,43 @@ async def read_counts(client: AnyRedis, keys: ShardKeys, levels: int = 0) -> Fro
         dead_letters=int(replies[8]),
         records=LinearHash.parse(replies[9]).entries,
     )
+
+
+def count_step(stats: StatsCollector, result: StepResult) -> None:
+    """Add what one step did to the crawl's stats (``frontier/*``, ``recrawl/*``)."""
+    inc = stats.inc_value
+    if result.added:
+        inc("frontier/enqueued", result.added)
+    if result.duplicates:
+        inc("frontier/duplicate", result.duplicates)
+    if result.over_host_budget:
+        inc("urls/dropped/host_budget", result.over_host_budget)
+    if result.over_domain_budget:
+        inc("urls/dropped/domain_budget", result.over_domain_budget)
+    if result.bloom_false_positives:
+        inc("frontier/bloom_false_positive", result.bloom_false_positives)
+    if result.refused_memory:
+        inc("frontier/refused/memory", result.refused_memory)
+    if result.acked:
+        inc("frontier/acked", result.acked)
+    if result.stale:
+        inc("frontier/ack_stale", result.stale)
+    claim = result.claim
+    if claim is not None:
+        if claim.claimed:
+            inc("frontier/claimed", len(claim.claimed))
+        if claim.expired:
+            inc("frontier/lease_expired", claim.expired)
+            logger.info("Frontier: %d expired leases returned their URLs to the queues", claim.expired)
+        if claim.missing:
+            inc("frontier/missing_request", claim.missing)
+        if claim.opened:
+            inc("frontier/hosts_opened", claim.opened)
+        if claim.woken:
+            inc("frontier/hosts_woken", claim.woken)
+    if result.parked:
+        inc("frontier/hosts_parked", result.parked)
+    if result.drain is not None and result.drain.moved:
+        inc("recrawl/drained", result.drain.moved)
+    if result.touched:
+        inc("recrawl/sitemap_due", result.touched)
