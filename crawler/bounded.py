@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import Any
 
 
 class BoundedSet:
@@ -37,3 +38,31 @@ class BoundedSet:
         if len(current) >= self._half:
             self._previous = current
             self._current = set()
+
+
+class BoundedMap:
+    """A mapping that forgets its oldest half when full, as :class:`BoundedSet` does (``max_size == 0``
+    keeps nothing)."""
+
+    __slots__ = ("_current", "_half", "_previous")
+
+    def __init__(self, max_size: int) -> None:
+        self._half = max(max_size // 2, 0)
+        self._current: dict[Hashable, Any] = {}
+        self._previous: dict[Hashable, Any] = {}
+
+    def __len__(self) -> int:
+        return len(self._current) + len(self._previous)
+
+    def get(self, key: Hashable) -> Any:
+        found = self._current.get(key)
+        return self._previous.get(key) if found is None else found
+
+    def put(self, key: Hashable, value: Any) -> None:
+        if not self._half:
+            return
+        current = self._current
+        current[key] = value
+        if len(current) >= self._half:
+            self._previous = current
+            self._current = {}

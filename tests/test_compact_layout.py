@@ -255,6 +255,42 @@ def test_the_duplicate_index_finds_duplicates_across_hosts_and_shards(redis_serv
     asyncio.run(main())
 
 
+def test_a_duplicate_of_a_page_still_in_flight_names_it(redis_server: RedisServer) -> None:
+    """With the URL metadata pipeline on, a page's URL record is written after its WARC record: a copy
+    checked meanwhile (two identical pages in flight at once) is still a duplicate of the first, named from
+    what this worker checked lately. Another worker, which never saw the first, cannot name it: unresolved
+    (stored in full), as before."""
+    from crawler.dedup.index import DedupIndex
+    from crawler.warc.dates import micros_of_warc_date
+    from crawler.warc.digests import payload_digest
+
+    router = ShardRouter(f"inflight-{random.getrandbits(32)}", 1)
+
+    async def main() -> None:
+        client = Redis.from_url(redis_server.url)
+        index = DedupIndex(client, router, 3, write_records=False)
+        other = DedupIndex(client, router, 3, write_records=False)
+        await index.open()
+        await other.open()
+        try:
+            digest = payload_digest(b"<html>the same root page</html>")
+            first = await index.check("http://a.example/", "a.example", digest,
+                                      micros_of_warc_date("2026-12-05T00:00:01.5Z"), None)
+            assert (first.duplicate_of, first.unresolved) == (None, False)
+            copy = await index.check("http://b.example/", "b.example", digest,
+                                     micros_of_warc_date("2026-12-05T00:00:02Z"), None)
+            assert copy.duplicate_of == ("http://a.example/", "2026-12-05T00:00:01.500000Z")
+            elsewhere = await other.check("http://c.example/", "c.example", digest,
+                                          micros_of_warc_date("2026-12-05T00:00:03Z"), None)
+            assert (elsewhere.duplicate_of, elsewhere.unresolved) == (None, True)
+        finally:
+            await index.close()
+            await other.close()
+            await client.aclose()
+
+    asyncio.run(main())
+
+
 def test_a_simhash_is_filed_under_each_block_s_documented_key_and_field(redis_server: RedisServer) -> None:
     """Block i of a SimHash is field <low byte> of hash P..'nd:<i>:<high byte>' (decimal), its entry
     the 6 bytes outside the block, and under block 0 the page's URL key and shard too: bytes of one,
@@ -299,8 +335,8 @@ def test_the_duplicate_check_writes_a_url_record_only_when_no_metadata_pipeline_
         redis_server: RedisServer, shards: int) -> None:
     """With the URL metadata pipeline on (``write_records=False``) the check writes no URL record (the
     pipeline's, written after it, names the first capture); without it the check writes the page's
-    record itself, so a later duplicate is named either way. A duplicate of a page whose record was
-    never written is stored in full (unresolved), never named wrongly."""
+    record itself, so a later duplicate is named either way. A duplicate (checked by another worker) of a
+    page whose record was never written is stored in full (unresolved), never named wrongly."""
     from crawler.dedup.index import DedupIndex
     from crawler.metadata.recordstore import UrlMetadataStore, UrlRecord, UrlState
     from crawler.warc.dates import micros_of_warc_date
@@ -325,9 +361,13 @@ def test_the_duplicate_check_writes_a_url_record_only_when_no_metadata_pipeline_
                 written = await meta.get(first, host)
                 assert (written is not None) == mode, f"write_records={mode}: record {written}"
                 if not mode:
-                    # Before the metadata pipeline wrote it: a copy cannot name it yet.
-                    early = await index.check(f"http://early.example/{mode}", "early.example", digest,
+                    # Before the metadata pipeline wrote it: another worker's copy cannot name it yet (this
+                    # worker's can: test_a_duplicate_of_a_page_still_in_flight_names_it).
+                    other = DedupIndex(client, router, 3, write_records=False)
+                    await other.open()
+                    early = await other.check(f"http://early.example/{mode}", "early.example", digest,
                                               micros_of_warc_date("2026-12-01T00:00:01Z"), None)
+                    await other.close()
                     assert (early.duplicate_of, early.unresolved) == (None, True)
                     await meta.record(first, host, UrlRecord(UrlState.FETCHED, 10, 200, url=first, host=host))
                 copy = await index.check(f"http://copy.example/{mode}", "copy.example", digest,

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from scrapy import Request, Spider
 from scrapy.settings import Settings
 
-from crawler.bounded import BoundedSet
+from crawler.bounded import BoundedMap, BoundedSet
 from crawler.exceptions import CodecError, ConfigurationError
 from crawler.frontier.codec import CODEC_VERSION, RequestCodec, is_plain_data
 from crawler.frontier.config import FrontierConfig
@@ -261,6 +261,20 @@ def test_bounded_set_forgets_oldest_half() -> None:
     disabled = BoundedSet(0)
     disabled.add(1)
     assert 1 not in disabled
+
+
+def test_bounded_map_forgets_oldest_half() -> None:
+    bounded = BoundedMap(4)
+    for i in range(3):
+        bounded.put(i, f"v{i}")
+    assert [bounded.get(i) for i in range(3)] == ["v0", "v1", "v2"]
+    for i in range(3, 7):
+        bounded.put(i, f"v{i}")
+    assert len(bounded) <= 4
+    assert bounded.get(6) == "v6" and bounded.get(0) is None
+    disabled = BoundedMap(0)
+    disabled.put(1, "x")
+    assert disabled.get(1) is None
 
 
 def test_lean_log_formatter_builds_per_page_messages_only_at_debug() -> None:

@@ -31,6 +31,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from crawler.bounded import BoundedMap
 from crawler.crawlstate.compact import BucketSizes, LinearHash
 from crawler.metadata.record import UrlRecord, UrlState
 from crawler.redisconn.batch import BatchedScripts
@@ -62,10 +63,18 @@ def _record_url(packed: bytes) -> str | None:
     return UrlRecord.unpack(packed).url or None
 
 
+#: Pages this worker checked lately (their reference -> URL) whose URL record may not be written yet.
+RECENT_CHECKS = 4096
+
+
 class DedupIndex:
     def __init__(self, client: AnyRedis, router: ShardRouter, max_distance: int,
                  sizes: BucketSizes | None = None, *, write_records: bool = True) -> None:
         self.router = router
+        #: The pages checked lately, reference (URL key, shard) -> URL: a page identical to one still in
+        #: flight here (checked, its URL record not yet written by the URL metadata pipeline) names it
+        #: from here, not from its record (bounded).
+        self._recent = BoundedMap(RECENT_CHECKS)
         #: Write the page's URL record (its URL only) before indexing it: no other pipeline does.
         self.write_records = write_records
         self.scripts = BatchedScripts(client)
@@ -126,6 +135,7 @@ class DedupIndex:
         own = url_key(page_fingerprint(url))
         own_shard = self.router.shard_of(host)
         ref = own.to_bytes(8, "big", signed=True) + own_shard.to_bytes(2, "big")
+        self._recent.put(ref, url)
         capture = raw[8:12] + ref + captured.to_bytes(8, "big")
         # The page's record, written by the check only when no URL metadata pipeline writes it.
         own_record = UrlRecord(UrlState.QUEUED, 0, url=url, host=host).pack() if self.write_records else b""
@@ -180,10 +190,14 @@ class DedupIndex:
             date = warc_date_micros(int.from_bytes(first[14:22], "big"))
             resolved = _record_url(first_url) if first_url else await self._url(first[4:14])
             if resolved is None:
+                resolved = self._recent.get(first[4:14])
+            if resolved is None:
                 return DedupVerdict(None, None, None, unresolved=True)
             return DedupVerdict((resolved, date), None, None)
         if near:
             resolved = _record_url(near_url) if near_url else (await self._url(near_ref) if near_ref else None)
+            if resolved is None and near_ref:
+                resolved = self._recent.get(near_ref)
             if resolved is None:
                 return DedupVerdict(None, None, None, unresolved=True)
             return DedupVerdict(None, resolved, distance)
