@@ -180,7 +180,7 @@ class Command(ScrapyCommand):
                 "FRONTIER_CRAWL_ID", f"no crawl data for {crawl_id!r} in {redis_config.embedded_dir}"
             )
         # An operator's command says at once that Redis is unreachable; a crawl waits an outage out.
-        provider = self.provider = RedisProvider(redis_config, OutagePolicy(timeout=0))
+        provider = self.provider = RedisProvider(redis_config, OutagePolicy(timeout=0), router=router)
         client = await provider.client()
         try:
             if name not in ("seed", "reset") and not await client.exists(router.crawl_keys.crawl_key("meta")):

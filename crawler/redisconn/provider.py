@@ -71,7 +71,8 @@ class RedisProvider:
                  router: ShardRouter | None = None) -> None:
         """``worker``: this crawl's worker, which says it runs the crawler's Lua library
         (:mod:`crawler.redisconn.functions`); None for a command that only reads or seeds. ``router``: how
-        the crawl's state is spread over this Redis (one shard unless given)."""
+        the crawl's state is spread over this Redis (unless given, one shard of a crawl named "crawl": for
+        tests and tools that route nothing)."""
         self.config = config
         #: Host -> shard of the crawl's state, shared by every component of the worker.
         self.router = router or ShardRouter("crawl")
