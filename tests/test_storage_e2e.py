@@ -309,9 +309,11 @@ def test_a_killed_writer_leaves_a_file_that_is_recovered(
     for path in files:
         warc_check(path)
         archived += [uri for kind, uri, _, _ in records(path.read_bytes()) if kind in ("response", "revisit")]
-    # Every page is archived; only leases in flight at the kill were fetched twice.
+    # Every page is archived; only leases in flight at the kill were fetched twice: a host has one lease
+    # at a time (FRONTIER_CONCURRENCY_PER_KEY 1; its robots.txt too, which is archived), so at most one
+    # answer per host (10 hosts) was archived and not acked when the worker died.
     assert set(archived) == answered_urls(web)
-    assert len(archived) - len(set(archived)) <= 8 + 1
+    assert len(archived) - len(set(archived)) <= 10
 
 
 def test_gzip_members_one_per_record(content_crawl: dict[str, Any]) -> None:
