@@ -10,7 +10,8 @@ functions, each as microseconds per page. cProfile's own cost inflates every
 figure (a function call costs several times more than without it): read the
 shares, not the totals; the totals to compare are ``throughput.py``'s.
 
-Usage: ``python benchmarks/profile.py [--seconds 30] [--top 40] [--web 5|30]``.
+Usage: ``python benchmarks/profile.py [--seconds 30] [--top 40] [--web 5|30] [--save FILE]``
+(``--save`` keeps the stats for ``pstats``: who calls what).
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--web", choices=("5", "30"), default="5", help="the 5 KB or the 30 KB web")
     parser.add_argument("--hosts", type=int, default=2000, help="hosts of the web (as throughput.py)")
+    parser.add_argument("--save", type=Path, help="keep the cProfile stats here (for pstats: callers, callees)")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="profile-"))
     spec = next(spec for name, spec in headline_webs(args.hosts).items() if name.startswith(f"{args.web} KB"))
@@ -88,6 +90,8 @@ def main() -> None:
         if run.returncode != 0:
             raise SystemExit(f"crawl failed ({run.returncode}):\n{run.stderr[-3000:]}")
         pages = len(web.entries()) - before
+        if args.save:
+            args.save.write_bytes(out.read_bytes())
         stats = pstats.Stats(str(out))
         total = sum(row[2] for row in stats.stats.values())  # type: ignore[attr-defined]
         by_area: dict[str, float] = {}

@@ -85,6 +85,28 @@ def test_crawl_fetches_every_reachable_page_once_and_politely(
     assert stat(result, "frontier/acked") > 0
 
 
+def test_a_crawl_on_uvloop_fetches_and_archives_every_page(
+    mockweb_factory: Any, redis_server: RedisServer, crawl_id: str, tmp_path: Path
+) -> None:
+    # Scrapy's ASYNCIO_EVENT_LOOP = "uvloop.Loop" under the crawler: the lean HTTP client, Redis,
+    # the WARC writer's thread all on uvloop's loop.
+    spec = WebSpec(hosts=8, sizes="uniform:4", fanout=2, nav=1, cross=1)
+    web = mockweb_factory(spec)
+    seeds = write_seeds(tmp_path / "seeds.txt", web, range(8))
+    result = run_crawl(
+        "-a", f"seeds={seeds}",
+        settings={"REDIS_URL": redis_server.url, "FRONTIER_CRAWL_ID": crawl_id, "FRONTIER_MIN_DELAY": 0,
+                  "ASYNCIO_EVENT_LOOP": "uvloop.Loop"},
+    )
+    assert_finished(result)
+    assert "uvloop.Loop" in result.stderr
+    expected = spec.reachable((h, 0) for h in range(8))
+    pages = fetched_pages(web)
+    assert set(pages) == expected and max(pages.values()) == 1
+    assert stat(result, "warc/response_records") == len(expected) + 8  # the pages, each host's robots.txt
+    assert stat(result, "downloader/exception_count") == 0
+
+
 def test_next_host_fetch_starts_when_its_delay_ends(
     mockweb_factory: Any, redis_server: RedisServer, crawl_id: str
 ) -> None:

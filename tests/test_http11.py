@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+import uvloop
 from scrapy import Request, signals
 from scrapy.exceptions import (
     DownloadCancelledError,
@@ -122,6 +123,21 @@ def test_content_length_body_and_keep_alive_reuse() -> None:
     # The first answer arrives split inside its head and its body.
     server = asyncio.run(serve([([ok(b"hello")[:20], ok(b"hello")[20:-2], b"lo"], False), ([ok(b"again")], False)],
                                test))
+    assert server.connections == 1 and len(server.requests) == 2
+
+
+def test_the_lean_client_runs_on_uvloop() -> None:
+    # Scrapy's ASYNCIO_EVENT_LOOP = "uvloop.Loop": uvloop's transports are not asyncio.Transport
+    # subclasses; a check of the type failed every connection ("the connection is not idle").
+    async def test(server: ScriptedServer) -> None:
+        assert isinstance(asyncio.get_running_loop(), uvloop.Loop)
+        connection, head, body = await fetch(server.port)
+        assert (head.status, body) == (200, b"hello")
+        assert connection.reusable
+        _, _, body = await fetch(server.port, connection=connection)
+        assert body == b"again"
+
+    server = uvloop.run(serve([([ok(b"hello")], False), ([ok(b"again")], False)], test))
     assert server.connections == 1 and len(server.requests) == 2
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from crawler.downloader.http11.message import (
     MAX_CHUNK_LINE,
@@ -66,8 +66,9 @@ class HttpConnection(asyncio.Protocol):
     # -- asyncio.Protocol -------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # A stream transport: uvloop's (ASYNCIO_EVENT_LOOP = "uvloop.Loop") has asyncio.Transport's methods
+        # without being its subclass, so the type is taken, not checked.
+        self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = peer[0] if peer else None
 
