@@ -17,6 +17,7 @@ import argparse
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,11 +52,11 @@ def fetches(web: str, pages: int) -> list[Fetch]:
     return out
 
 
-def best(repeat: int, run: object) -> float:
+def best(repeat: int, run: Callable[[], object]) -> float:
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
-        run()  # type: ignore[operator]
+        run()
         times.append(time.perf_counter() - start)
     return min(times)
 

@@ -229,41 +229,44 @@ async def read_counts(client: AnyRedis, keys: ShardKeys, levels: int = 0) -> Fro
     )
 
 
+#: A step's counts and the stat each adds to (zeros are not counted).
+_STEP_STATS = (
+    ("added", "frontier/enqueued"),
+    ("duplicates", "frontier/duplicate"),
+    ("over_host_budget", "urls/dropped/host_budget"),
+    ("over_domain_budget", "urls/dropped/domain_budget"),
+    ("bloom_false_positives", "frontier/bloom_false_positive"),
+    ("refused_memory", "frontier/refused/memory"),
+    ("acked", "frontier/acked"),
+    ("stale", "frontier/ack_stale"),
+    ("parked", "frontier/hosts_parked"),
+    ("touched", "recrawl/sitemap_due"),
+)
+#: The same for a step's claim.
+_CLAIM_STATS = (
+    ("expired", "frontier/lease_expired"),
+    ("missing", "frontier/missing_request"),
+    ("opened", "frontier/hosts_opened"),
+    ("woken", "frontier/hosts_woken"),
+)
+
+
 def count_step(stats: StatsCollector, result: StepResult) -> None:
     """Add what one step did to the crawl's stats (``frontier/*``, ``recrawl/*``)."""
     inc = stats.inc_value
-    if result.added:
-        inc("frontier/enqueued", result.added)
-    if result.duplicates:
-        inc("frontier/duplicate", result.duplicates)
-    if result.over_host_budget:
-        inc("urls/dropped/host_budget", result.over_host_budget)
-    if result.over_domain_budget:
-        inc("urls/dropped/domain_budget", result.over_domain_budget)
-    if result.bloom_false_positives:
-        inc("frontier/bloom_false_positive", result.bloom_false_positives)
-    if result.refused_memory:
-        inc("frontier/refused/memory", result.refused_memory)
-    if result.acked:
-        inc("frontier/acked", result.acked)
-    if result.stale:
-        inc("frontier/ack_stale", result.stale)
+    for field_name, key in _STEP_STATS:
+        count = getattr(result, field_name)
+        if count:
+            inc(key, count)
     claim = result.claim
     if claim is not None:
         if claim.claimed:
             inc("frontier/claimed", len(claim.claimed))
+        for field_name, key in _CLAIM_STATS:
+            count = getattr(claim, field_name)
+            if count:
+                inc(key, count)
         if claim.expired:
-            inc("frontier/lease_expired", claim.expired)
             logger.info("Frontier: %d expired leases returned their URLs to the queues", claim.expired)
-        if claim.missing:
-            inc("frontier/missing_request", claim.missing)
-        if claim.opened:
-            inc("frontier/hosts_opened", claim.opened)
-        if claim.woken:
-            inc("frontier/hosts_woken", claim.woken)
-    if result.parked:
-        inc("frontier/hosts_parked", result.parked)
     if result.drain is not None and result.drain.moved:
         inc("recrawl/drained", result.drain.moved)
-    if result.touched:
-        inc("recrawl/sitemap_due", result.touched)
