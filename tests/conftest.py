@@ -29,15 +29,26 @@ from support.mockweb import WebSpec, free_port, host_ip, read_log, spec_argument
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _wait_for_port(port: int, host: str = "127.0.0.1", timeout: float = 10.0) -> None:
+def _wait_for_port(port: int, host: str = "127.0.0.1", timeout: float = 10.0, *,
+                   process: subprocess.Popen[bytes] | None = None, log: Path | None = None) -> None:
+    """Wait until ``host:port`` accepts; fail at once, with the server's log, if ``process`` has exited."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             with socket.create_connection((host, port), timeout=0.2):
                 return
         except OSError:
+            if process is not None and process.poll() is not None:
+                raise RuntimeError(f"the server for {host}:{port} exited ({process.returncode}) before it listened"
+                                   f"{_log_tail(log)}") from None
             time.sleep(0.02)
-    raise RuntimeError(f"nothing listens on {host}:{port} after {timeout} s")
+    raise RuntimeError(f"nothing listens on {host}:{port} after {timeout} s{_log_tail(log)}")
+
+
+def _log_tail(log: Path | None, lines: int = 5) -> str:
+    if log is None or not log.exists():
+        return ""
+    return "; its log ends: " + " | ".join(log.read_text(errors="replace").splitlines()[-lines:])
 
 
 @dataclass
@@ -68,7 +79,7 @@ class RedisServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        _wait_for_port(self.port)
+        _wait_for_port(self.port, process=self.process, log=self.directory / "redis.log")
         client = self.client()
         deadline = time.monotonic() + 10
         while True:
@@ -372,8 +383,8 @@ class RedisClusterServers:
                 ],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             ))
-        for port in self.ports:
-            _wait_for_port(port)
+        for port, process in zip(self.ports, self.processes):
+            _wait_for_port(port, process=process, log=self.directory / str(port) / "redis.log")
         subprocess.run(
             [cli, "--cluster", "create", *(f"127.0.0.1:{port}" for port in self.ports),
              "--cluster-replicas", "0", "--cluster-yes"],

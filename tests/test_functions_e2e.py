@@ -199,7 +199,7 @@ def test_every_primary_of_a_cluster_has_the_library_and_a_promoted_replica_too(t
              "--cluster-port", str(free_port()), "--cluster-node-timeout", "5000", "--save", "",
              "--appendonly", "no", "--logfile", str(directory / "redis.log")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _wait_for_port(port)
+        _wait_for_port(port, process=replica, log=directory / "redis.log")
         primary = redis.Redis(port=cluster.ports[0], decode_responses=True)
         subprocess.run([shutil.which("redis-cli") or "redis-cli", "--cluster", "add-node", f"127.0.0.1:{port}",
                         f"127.0.0.1:{cluster.ports[0]}", "--cluster-slave", "--cluster-master-id",

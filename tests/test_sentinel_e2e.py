@@ -66,7 +66,7 @@ def sentinel_set(tmp_path: Path) -> Iterator[SentinelSet]:
         found.sentinels.append(subprocess.Popen([binary, str(config)], stdout=subprocess.DEVNULL,
                                                 stderr=subprocess.DEVNULL))
         found.ports.append(port)
-        _wait_for_port(port)
+        _wait_for_port(port, process=found.sentinels[-1])
     try:
         yield found
     finally:

@@ -4,9 +4,11 @@ port that never answers (dead hosts that still listen)."""
 from __future__ import annotations
 
 import asyncio
+import random
 import signal
 import socket
 import time
+from pathlib import Path
 
 from support.mockweb.site import MockWebServer, Reply
 from support.mockweb.web import WebSpec, host_index, host_ip
@@ -189,7 +191,33 @@ async def serve_forever(
         server.log_file.close()
 
 
+def _ephemeral_floor() -> int:
+    """The first port the kernel hands to outgoing connections (Linux's default is 32768)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
+    """A port for a server to listen on, free now and below the kernel's ephemeral range.
+
+    A port the kernel gives for ``bind(0)`` is an ephemeral one: between this call and
+    the server's own bind, any outgoing connection on the machine (thousands a second in
+    a crawl test) may take it as its local port, and the server then fails to start. Ports
+    below the ephemeral range are only ever taken by an explicit bind, so a port checked
+    free here stays free unless another test picks the same one at random.
+    """
+    floor = _ephemeral_floor()
+    low = 10000 if floor > 12000 else 1024
+    for _ in range(200):
+        port = random.randrange(low, floor)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
