@@ -56,6 +56,9 @@ SETTINGS: dict[str, Any] = {
     # Scrapy's per-domain slots must never hold a request back: the frontier
     # already keeps one request per host in flight across all workers.
     "CONCURRENT_REQUESTS_PER_DOMAIN": 512,
+    # Scrapy's downloader, starting in place a request its slot would start at once
+    # (no slot queue, Deferred and task per page: crawler/downloader/direct.py).
+    "DOWNLOADER": "crawler.downloader.direct.DirectDownloader",
     # One item at a time per response: the default (100) spawns ~100 tasks per
     # response for nothing (a measured ~1.6 ms per page).
     "CONCURRENT_ITEMS": 1,
