@@ -18,7 +18,12 @@ crawl later:
 * Scrapy's download-handler helpers (stop-download checks, data-loss and
   warn-size messages, building a response);
 * whether any receiver listens to a signal (PyDispatcher's registry), so the
-  handler sends ``bytes_received`` only when someone listens.
+  handler sends ``bytes_received`` only when someone listens;
+* Scrapy's downloader's slots, which :mod:`crawler.downloader.direct`
+  subclasses: ``Downloader._enqueue_request`` (what ``fetch`` hands the
+  middlewares), ``_get_slot``, ``_process_queue``, ``handlers`` and a slot's
+  ``queue``, ``active``, ``transferring``, ``lastseen``,
+  ``free_transfer_slots()`` and ``download_delay()``.
 """
 
 from __future__ import annotations

@@ -525,6 +525,14 @@ def test_the_private_scrapy_apis_the_crawler_uses_are_where_it_expects_them() ->
     assert "self.inprogress: set[Request] = set()" in source and "self.nextcall" in source
     assert "self.close_if_idle" in source
     assert "self.inprogress.remove(request)" in inspect.getsource(_Slot.remove_request)
+    # The downloader's slot machinery DirectDownloader builds on (crawler/downloader/direct.py).
+    from scrapy.core.downloader import Downloader, Slot
+
+    assert "self.middleware.download_async(self._enqueue_request, request)" in inspect.getsource(Downloader.fetch)
+    assert all(callable(getattr(Downloader, name)) for name in ("_enqueue_request", "_get_slot", "_process_queue"))
+    slot = Slot(1, 0, 0)
+    assert (slot.queue, slot.active, slot.transferring) == (type(slot.queue)(), set(), set())
+    assert slot.free_transfer_slots() == 1 and slot.download_delay() == 0 and slot.lastseen == 0
     assert not scrapy_internals.engine_is_interactive(engine)
     engine._slot.close_if_idle = False
     assert scrapy_internals.engine_is_interactive(engine)
