@@ -23,18 +23,23 @@ crawl later:
   subclasses: ``Downloader._enqueue_request`` (what ``fetch`` hands the
   middlewares), ``_get_slot``, ``_process_queue``, ``handlers`` and a slot's
   ``queue``, ``active``, ``transferring``, ``lastseen``,
-  ``free_transfer_slots()`` and ``download_delay()``.
+  ``free_transfer_slots()`` and ``download_delay()``;
+* the scraper's handling of a callback's output
+  (:func:`sequential_spider_output`: ``handle_spider_output_async``, which it
+  replaces on the engine's scraper, ``_process_spidermw_output_async``,
+  ``handle_spider_error`` and ``concurrent_items``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from pydispatch.dispatcher import getAllReceivers, liveReceivers
 from scrapy.core.downloader.handlers._base_streaming import BaseStreamingDownloadHandler
 from scrapy.core.downloader.handlers._base_streaming import _BaseResponseArgs as BaseResponseArgs
 from scrapy.utils._download_handlers import check_stop_download, get_dataloss_msg, get_warnsize_msg, make_response
+from scrapy.utils.defer import aiter_errback, iter_errback
 from scrapy.utils.ssl import _log_sslobj_debug_info as log_tls_session
 from scrapy.utils.ssl import _make_ssl_context as make_ssl_context
 
@@ -101,3 +106,25 @@ def engine_is_interactive(engine: ExecutionEngine | None) -> bool:
 def has_receivers(sender: Any, signal: Any) -> bool:
     """Whether anything listens to ``signal`` from ``sender`` (no signal is built for nobody)."""
     return next(iter(liveReceivers(getAllReceivers(sender, signal))), None) is not None
+
+
+def sequential_spider_output(engine: ExecutionEngine | None) -> bool:
+    """With ``CONCURRENT_ITEMS = 1``, the scraper takes a callback's output one object after the other in
+    the task that runs the callback, instead of through a queue, a filling task and a worker task per
+    response (Scrapy's way for any number); whether it was set."""
+    scraper: Any = getattr(engine, "scraper", None)
+    if scraper is None or getattr(scraper, "concurrent_items", None) != 1:
+        return False
+    process = scraper._process_spidermw_output_async
+    on_error = scraper.handle_spider_error
+
+    async def handle_spider_output_async(result: Any, request: Any, response: Any) -> None:
+        if isinstance(result, AsyncIterator):
+            async for output in aiter_errback(result, on_error, request, response):
+                await process(output, response)
+        else:
+            for output in iter_errback(result, on_error, request, response):
+                await process(output, response)
+
+    scraper.handle_spider_output_async = handle_spider_output_async
+    return True

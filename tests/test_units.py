@@ -533,6 +533,13 @@ def test_the_private_scrapy_apis_the_crawler_uses_are_where_it_expects_them() ->
     slot = Slot(1, 0, 0)
     assert (slot.queue, slot.active, slot.transferring) == (type(slot.queue)(), set(), set())
     assert slot.free_transfer_slots() == 1 and slot.download_delay() == 0 and slot.lastseen == 0
+    # The scraper's output loop that sequential_spider_output replaces (TUNING_SEQUENTIAL_OUTPUT).
+    from scrapy.core.scraper import Scraper
+
+    assert "await self.handle_spider_output_async(output, request, result)" in inspect.getsource(Scraper)
+    assert all(callable(getattr(engine.scraper, name))
+               for name in ("_process_spidermw_output_async", "handle_spider_error", "handle_spider_output_async"))
+    assert engine.scraper.concurrent_items == crawler.settings.getint("CONCURRENT_ITEMS")
     assert not scrapy_internals.engine_is_interactive(engine)
     engine._slot.close_if_idle = False
     assert scrapy_internals.engine_is_interactive(engine)
