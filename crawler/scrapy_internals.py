@@ -2,42 +2,38 @@
 
 Scrapy offers no public way to do these; each is pinned to the Scrapy version
 in ``requirements.txt``, and ``tests/test_units.py`` checks each one against
-it, so an upgrade that moves one fails a unit test here, loudly, instead of a
-crawl later:
+it, so an upgrade that moves one fails a unit test, not a crawl:
 
-* the engine's slot (:func:`engine_slot`): its record of requests still
-  being processed, watched so that the frontier scheduler hears of each
-  request the engine is done with (and acks its lease), and its "look for
-  work now" call; and whether the
-  engine stays open when idle (:func:`engine_is_interactive`: ``scrapy
-  shell``, whose ``fetch()`` waits on the very request object it scheduled);
+* the engine's slot (:func:`engine_slot`): its requests in progress, watched
+  so that the frontier scheduler hears of each one the engine is done with
+  (and acks its lease), and its "look for work now" call; whether the engine
+  stays open when idle (:func:`engine_is_interactive`: ``scrapy shell``);
 * Scrapy's streaming download-handler base class, which the crawler's
-  handler extends (:mod:`crawler.downloader.handler`: the same base as
-  Scrapy's own aiohttp and httpx handlers, in Scrapy 2.17 to 2.19), and
-  Scrapy's TLS context and TLS debug log for it;
-* Scrapy's download-handler helpers (stop-download checks, data-loss and
-  warn-size messages, building a response);
+  handler extends (:mod:`crawler.downloader.handler`), Scrapy's TLS context
+  and TLS debug log, and its download-handler helpers (stop-download checks,
+  data-loss and warn-size messages, building a response);
 * whether any receiver listens to a signal (PyDispatcher's registry), so the
-  handler sends ``bytes_received`` only when someone listens;
-* Scrapy's downloader's slots, which :mod:`crawler.downloader.direct`
-  subclasses: ``Downloader._enqueue_request`` (what ``fetch`` hands the
-  middlewares), ``_get_slot``, ``_process_queue``, ``handlers`` and a slot's
-  ``queue``, ``active``, ``transferring``, ``lastseen``,
-  ``free_transfer_slots()`` and ``download_delay()``;
+  handler and the downloader send a signal only when someone listens;
+* the downloader's slots, which :mod:`crawler.downloader.direct` subclasses
+  (``Downloader._enqueue_request``, ``_get_slot``, ``_process_queue``, a
+  slot's ``queue``, ``active``, ``transferring``, ``lastseen``,
+  ``free_transfer_slots()``, ``download_delay()``), and its middleware
+  manager's loops (``_process_request``, ``_process_response``, ``methods``,
+  ``_mw_methods_requiring_spider``, ``_spider``; :func:`raise_invalid_output`);
 * the scraper's handling of a callback's output
   (:func:`sequential_spider_output`: ``handle_spider_output_async``, which it
-  replaces on the engine's scraper, ``_process_spidermw_output_async``,
-  ``handle_spider_error`` and ``concurrent_items``).
+  replaces, ``_process_spidermw_output_async``, ``handle_spider_error``).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydispatch.dispatcher import getAllReceivers, liveReceivers
 from scrapy.core.downloader.handlers._base_streaming import BaseStreamingDownloadHandler
 from scrapy.core.downloader.handlers._base_streaming import _BaseResponseArgs as BaseResponseArgs
+from scrapy.exceptions import _InvalidOutput
 from scrapy.utils._download_handlers import check_stop_download, get_dataloss_msg, get_warnsize_msg, make_response
 from scrapy.utils.defer import aiter_errback, iter_errback
 from scrapy.utils.ssl import _log_sslobj_debug_info as log_tls_session
@@ -128,3 +124,8 @@ def sequential_spider_output(engine: ExecutionEngine | None) -> bool:
 
     scraper.handle_spider_output_async = handle_spider_output_async
     return True
+
+
+def raise_invalid_output(message: str) -> NoReturn:
+    """Raise what Scrapy raises for a middleware's answer of the wrong type (its private ``_InvalidOutput``)."""
+    raise _InvalidOutput(message)

@@ -533,6 +533,17 @@ def test_the_private_scrapy_apis_the_crawler_uses_are_where_it_expects_them() ->
     slot = Slot(1, 0, 0)
     assert (slot.queue, slot.active, slot.transferring) == (type(slot.queue)(), set(), set())
     assert slot.free_transfer_slots() == 1 and slot.download_delay() == 0 and slot.lastseen == 0
+    from scrapy.core.downloader.middleware import DownloaderMiddlewareManager
+
+    manager = DownloaderMiddlewareManager.from_crawler(crawler)
+    assert set(manager.methods) >= {"process_request", "process_response"}
+    assert isinstance(manager._mw_methods_requiring_spider, set)
+    source = inspect.getsource(DownloaderMiddlewareManager.download_async)
+    assert "self._process_request(" in source and "self._process_response(" in source
+    from scrapy.exceptions import _InvalidOutput
+
+    with pytest.raises(_InvalidOutput, match="wrong"):
+        scrapy_internals.raise_invalid_output("wrong")
     # The scraper's output loop that sequential_spider_output replaces (TUNING_SEQUENTIAL_OUTPUT).
     from scrapy.core.scraper import Scraper
 
