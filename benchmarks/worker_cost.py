@@ -2,7 +2,7 @@
 
 A worker's CPU time per page (``throughput.py``, ``compare.py``) moves by 15%
 or more between runs on a shared machine, so a change to the per-page path
-worth 1-5% cannot be seen there. This crawls ``throughput.py``'s 5 KB web
+worth 1-5% cannot be seen there. This crawls ``throughput.py``'s 5 KB web (``--web 30``: its 30 KB web)
 with the shipped settings (politeness on, the full pipeline) with the worker
 process under valgrind's cachegrind (``--cache-sim=no``: it counts the
 instructions executed, the same work giving the same count whatever else
@@ -77,7 +77,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="the worker's instructions per page (cachegrind)")
     parser.add_argument("--pages", type=int, default=1000,
                         help="pages of the short crawl (CLOSESPIDER_PAGECOUNT); the long one has three times as many")
-    parser.add_argument("--hosts", type=int, default=300, help="hosts of the 5 KB web")
+    parser.add_argument("--hosts", type=int, default=300, help="hosts of the web")
+    parser.add_argument("--web", choices=("5", "30"), default="5", help="the 5 KB or the 30 KB web of throughput.py")
     parser.add_argument("--checkout", type=Path, action="append", default=[],
                         help="another checkout to count the same way (repeatable)")
     args = parser.parse_args()
@@ -85,7 +86,7 @@ def main() -> None:
         parser.error("valgrind is missing: apt-get install valgrind")
     checkouts = [ROOT, *(path.resolve() for path in args.checkout)]
     workdir = Path(tempfile.mkdtemp(prefix="worker-cost-"))
-    spec = next(spec for name, spec in headline_webs(args.hosts).items() if name.startswith("5 KB"))
+    spec = next(spec for name, spec in headline_webs(args.hosts).items() if name.startswith(f"{args.web} KB"))
     web = Web(spec, workdir / "web.log")
     redis_port = free_port()
     server = subprocess.Popen(
