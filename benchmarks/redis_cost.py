@@ -84,6 +84,18 @@ def top_functions(dumps: list[Path], count: int) -> str:
     return "\n".join(f"  {share / whole:6.1%}  {name}" for name, share in rows)
 
 
+def crawl_command(seeds: Path, redis_port: int, pages: int, workdir: Path, settings: tuple[str, ...] = ()) -> list[str]:
+    """The counted crawl: the shipped settings, a new crawl id, stopped at ``pages`` pages."""
+    args = [sys.executable, "-m", "scrapy", "crawl", "web", "-a", f"seeds={seeds}",
+            "-s", f"REDIS_URL=redis://127.0.0.1:{redis_port}/0", "-s", f"FRONTIER_CRAWL_ID=cost-{uuid.uuid4().hex[:8]}",
+            "-s", f"CLOSESPIDER_PAGECOUNT={pages}", "-s", "LOG_LEVEL=WARNING",
+            "-s", "ALLOW_PRIVATE_NETWORKS=True", "-s", "USER_AGENT=benchbot/1.0 (+https://example.org/bench)",
+            "-s", f"CRAWL_DATA_DIR={workdir / uuid.uuid4().hex[:8]}", "-s", "SEEN_EXPECTED_URLS=1000000"]
+    for setting in settings:
+        args += ["-s", setting]
+    return args
+
+
 def crawl(checkout: Path, web: Web, seeds: Path, pages: int, workdir: Path,
           settings: tuple[str, ...], annotate: int = 0) -> tuple[int, int, int, float]:
     """One crawl of ``pages`` pages against a counted redis-server: (pages, robots.txt requests,
@@ -104,13 +116,7 @@ def crawl(checkout: Path, web: Web, seeds: Path, pages: int, workdir: Path,
         env.pop("REDIS_URL", None)
         before = len(web.entries())
         started = time.monotonic()
-        args = [sys.executable, "-m", "scrapy", "crawl", "web", "-a", f"seeds={seeds}",
-                "-s", f"REDIS_URL=redis://127.0.0.1:{port}/0", "-s", f"FRONTIER_CRAWL_ID=cost-{uuid.uuid4().hex[:8]}",
-                "-s", f"CLOSESPIDER_PAGECOUNT={pages}", "-s", "LOG_LEVEL=WARNING",
-                "-s", "ALLOW_PRIVATE_NETWORKS=True", "-s", "USER_AGENT=benchbot/1.0 (+https://example.org/bench)",
-                "-s", f"CRAWL_DATA_DIR={workdir / uuid.uuid4().hex[:8]}", "-s", "SEEN_EXPECTED_URLS=1000000"]
-        for setting in settings:
-            args += ["-s", setting]
+        args = crawl_command(seeds, port, pages, workdir, settings)
         run = subprocess.run(args, cwd=checkout, env=env, capture_output=True, text=True, check=False)
         if run.returncode != 0:
             raise RuntimeError(f"crawl failed ({run.returncode}):\n{run.stderr[-3000:]}")

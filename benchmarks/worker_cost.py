@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from redis_cost import crawl_command  # noqa: E402
 from throughput import Web, headline_webs, wait_port  # noqa: E402
 
 from support.mockweb import free_port  # noqa: E402
@@ -60,12 +61,7 @@ def crawl(checkout: Path, web: Web, seeds: Path, redis_port: int, pages: int, wo
     before = len(web.entries())
     started = time.monotonic()
     args = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-            f"--log-file={log}", sys.executable, "-m", "scrapy", "crawl", "web", "-a", f"seeds={seeds}",
-            "-s", f"REDIS_URL=redis://127.0.0.1:{redis_port}/0",
-            "-s", f"FRONTIER_CRAWL_ID=cost-{uuid.uuid4().hex[:8]}",
-            "-s", f"CLOSESPIDER_PAGECOUNT={pages}", "-s", "LOG_LEVEL=WARNING",
-            "-s", "ALLOW_PRIVATE_NETWORKS=True", "-s", "USER_AGENT=benchbot/1.0 (+https://example.org/bench)",
-            "-s", f"CRAWL_DATA_DIR={workdir / uuid.uuid4().hex[:8]}", "-s", "SEEN_EXPECTED_URLS=1000000"]
+            f"--log-file={log}", *crawl_command(seeds, redis_port, pages, workdir)]
     run = subprocess.run(args, cwd=checkout, env=env, capture_output=True, text=True, check=False)
     if run.returncode != 0:
         raise RuntimeError(f"crawl failed ({run.returncode}):\n{run.stderr[-3000:]}")

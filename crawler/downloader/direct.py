@@ -82,13 +82,16 @@ class DirectMiddlewareManager(DownloaderMiddlewareManager):
                 response = method(request=request, response=response, spider=self._spider)
             else:
                 response = method(request=request, response=response)
-            if not isinstance(response, (Response, Request)):
+            if isinstance(response, Response):
+                continue
+            if not isinstance(response, Request):
                 response = await ensure_awaitable(response, _warn=global_object_name(method))
-                if not isinstance(response, (Response, Request)):
+                if isinstance(response, Response):
+                    continue
+                if not isinstance(response, Request):
                     raise_invalid_output(f"Middleware {method.__qualname__} must return Response or Request, "
                                          f"got {type(response)}")
-            if isinstance(response, Request):
-                return response
+            return response
         return response
 
 

@@ -46,8 +46,8 @@ _GATED_LOGGERS = ("", "scrapy")
 
 
 class RuntimeTuning:
-    def __init__(self, gc_freeze: bool, gen0_threshold: int, log_level: int | None,
-                 sequential_output: bool = False, crawler: Crawler | None = None) -> None:
+    def __init__(self, crawler: Crawler, gc_freeze: bool, gen0_threshold: int, log_level: int | None,
+                 sequential_output: bool) -> None:
         self.gc_freeze = gc_freeze
         self.sequential_output = sequential_output
         self.crawler = crawler
@@ -68,13 +68,13 @@ class RuntimeTuning:
         sequential = get_bool(settings, "TUNING_SEQUENTIAL_OUTPUT")
         if not gc_freeze and not threshold and log_level is None and not sequential:
             raise NotConfigured
-        extension = cls(gc_freeze, threshold, log_level, sequential, crawler)
+        extension = cls(crawler, gc_freeze, threshold, log_level, sequential)
         crawler.signals.connect(extension.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(extension.spider_closed, signal=signals.spider_closed)
         return extension
 
     def spider_opened(self) -> None:
-        if self.sequential_output and self.crawler is not None and sequential_spider_output(self.crawler.engine):
+        if self.sequential_output and sequential_spider_output(self.crawler.engine):
             logger.debug("Tuning: a callback's output is processed in its own task (CONCURRENT_ITEMS = 1)")
         if self.log_level is not None and self.log_level > logging.DEBUG:
             for name in _GATED_LOGGERS:
