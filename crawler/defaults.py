@@ -387,9 +387,9 @@ STATS_JSON_FILE = None
 TUNING_GC_FREEZE = True
 TUNING_GC_GEN0_THRESHOLD = 200_000
 TUNING_LOG_GATE = True
-# With CONCURRENT_ITEMS = 1, a callback's output goes through the item pipelines and the scheduler
-# one object after the other in the callback's task: no queue and two more tasks per response.
-TUNING_SEQUENTIAL_OUTPUT = True
+# With the crawler's downloader, each request's download, callback and release from the engine run in one
+# task: no chain of Deferreds and no second task per request.
+TUNING_ONE_TASK_PER_REQUEST = True
 
 
 def names() -> list[str]:

@@ -20,14 +20,16 @@ it, so an upgrade that moves one fails a unit test, not a crawl:
   ``free_transfer_slots()``, ``download_delay()``), and its middleware
   manager's loops (``_process_request``, ``_process_response``, ``methods``,
   ``_mw_methods_requiring_spider``, ``_spider``; :func:`raise_invalid_output`);
-* the scraper's handling of a callback's output
-  (:func:`sequential_spider_output`: ``handle_spider_output_async``, which it
-  replaces, ``_process_spidermw_output_async``, ``handle_spider_error``).
+* the engine's and scraper's handling of one request, which
+  :mod:`crawler.engine` runs in one task (``ExecutionEngine._start_scheduled_request``,
+  which it overrides, ``_slot.add_request``, ``remove_request``, ``nextcall``,
+  ``scheduler``; the scraper's ``_scrape``, ``_check_if_closing`` and its slot's
+  ``active``, ``active_size``, ``MIN_RESPONSE_SIZE``, ``finish_response()``).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydispatch.dispatcher import getAllReceivers, liveReceivers
@@ -35,7 +37,6 @@ from scrapy.core.downloader.handlers._base_streaming import BaseStreamingDownloa
 from scrapy.core.downloader.handlers._base_streaming import _BaseResponseArgs as BaseResponseArgs
 from scrapy.exceptions import _InvalidOutput
 from scrapy.utils._download_handlers import check_stop_download, get_dataloss_msg, get_warnsize_msg, make_response
-from scrapy.utils.defer import aiter_errback, iter_errback
 from scrapy.utils.ssl import _log_sslobj_debug_info as log_tls_session
 from scrapy.utils.ssl import _make_ssl_context as make_ssl_context
 
@@ -102,28 +103,6 @@ def engine_is_interactive(engine: ExecutionEngine | None) -> bool:
 def has_receivers(sender: Any, signal: Any) -> bool:
     """Whether anything listens to ``signal`` from ``sender`` (no signal is built for nobody)."""
     return next(iter(liveReceivers(getAllReceivers(sender, signal))), None) is not None
-
-
-def sequential_spider_output(engine: ExecutionEngine | None) -> bool:
-    """With ``CONCURRENT_ITEMS = 1``, the scraper takes a callback's output one object after the other in
-    the task that runs the callback, instead of through a queue, a filling task and a worker task per
-    response (Scrapy's way for any number); whether it was set."""
-    scraper: Any = getattr(engine, "scraper", None)
-    if scraper is None or getattr(scraper, "concurrent_items", None) != 1:
-        return False
-    process = scraper._process_spidermw_output_async
-    on_error = scraper.handle_spider_error
-
-    async def handle_spider_output_async(result: Any, request: Any, response: Any) -> None:
-        if isinstance(result, AsyncIterator):
-            async for output in aiter_errback(result, on_error, request, response):
-                await process(output, response)
-        else:
-            for output in iter_errback(result, on_error, request, response):
-                await process(output, response)
-
-    scraper.handle_spider_output_async = handle_spider_output_async
-    return True
 
 
 def raise_invalid_output(message: str) -> NoReturn:

@@ -544,13 +544,25 @@ def test_the_private_scrapy_apis_the_crawler_uses_are_where_it_expects_them() ->
 
     with pytest.raises(_InvalidOutput, match="wrong"):
         scrapy_internals.raise_invalid_output("wrong")
-    # The scraper's output loop that sequential_spider_output replaces (TUNING_SEQUENTIAL_OUTPUT).
+    # The engine's and scraper's handling of one request that crawler.engine runs in one task.
+    from scrapy.core.engine import ExecutionEngine
     from scrapy.core.scraper import Scraper
+    from scrapy.core.scraper import Slot as ScraperSlot
 
-    assert "await self.handle_spider_output_async(output, request, result)" in inspect.getsource(Scraper)
-    assert all(callable(getattr(engine.scraper, name))
-               for name in ("_process_spidermw_output_async", "handle_spider_error", "handle_spider_output_async"))
-    assert engine.scraper.concurrent_items == crawler.settings.getint("CONCURRENT_ITEMS")
+    source = inspect.getsource(ExecutionEngine._start_scheduled_request)
+    assert "self._slot.scheduler.next_request()" in source and "self._download(request)" in source
+    assert "self._handle_downloader_output" in source and "self._remove_request" in source
+    assert "self._slot.add_request(request)" in inspect.getsource(ExecutionEngine._download)
+    assert "self.scraper.enqueue_scrape(result, request)" in inspect.getsource(
+        ExecutionEngine._handle_downloader_output)
+    source = inspect.getsource(Scraper.enqueue_scrape)
+    assert "add_response_request(result, request)" in source and "self.slot.finish_response(result, request)" in source
+    assert "self._check_if_closing()" in source
+    assert "await self._scrape(result, request)" in inspect.getsource(Scraper._wait_for_processing)
+    scraper_slot = ScraperSlot()
+    assert (scraper_slot.active, scraper_slot.active_size, scraper_slot.MIN_RESPONSE_SIZE) == (set(), 0, 1024)
+    assert "self.active_size += max(len(result.body), self.MIN_RESPONSE_SIZE)" in inspect.getsource(
+        ScraperSlot.add_response_request)
     assert not scrapy_internals.engine_is_interactive(engine)
     engine._slot.close_if_idle = False
     assert scrapy_internals.engine_is_interactive(engine)

@@ -103,13 +103,19 @@ class DirectDownloader(Downloader):
 
     def fetch(self, request: Request, spider: Spider | None = None) -> Deferred[Any]:
         """As Scrapy's: the request counts as active from this call until its answer or error."""
-        self.active.add(request)
-        fetched: Deferred[Any] = deferred_from_coro(self.middleware.download_async(self._enqueue_request, request))
-        return fetched.addBoth(self._fetched, request)
+        return deferred_from_coro(self.fetch_async(request))
 
-    def _fetched(self, result: Any, request: Request) -> Any:
-        self.active.discard(request)
-        return result
+    def fetch_async(self, request: Request) -> Coroutine[Any, Any, Response | Request]:
+        """:meth:`fetch` as a coroutine to await (:class:`crawler.engine.DirectEngine`'s): the request counts
+        as active from this call, not from the coroutine's start."""
+        self.active.add(request)
+        return self._fetch(request)
+
+    async def _fetch(self, request: Request) -> Response | Request:
+        try:
+            return await self.middleware.download_async(self._enqueue_request, request)
+        finally:
+            self.active.discard(request)
 
     async def _enqueue_request(self, request: Request) -> Response:
         key, slot = self._get_slot(request)

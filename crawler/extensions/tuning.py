@@ -13,13 +13,10 @@
   thrown away. Raising those loggers to ``LOG_LEVEL`` drops them before they
   are built. Turn it off if you
   attach your own handler at a lower level than ``LOG_LEVEL``.
-* Sequential output (``TUNING_SEQUENTIAL_OUTPUT``): Scrapy hands a callback's
-  output to its item pipelines and scheduler through an asyncio queue, a task
-  that fills it and ``CONCURRENT_ITEMS`` worker tasks, for every response,
-  whatever the number. With ``CONCURRENT_ITEMS = 1`` (the add-on's) one
-  object is processed at a time either way, so the callback's own task takes
-  them one after the other instead (-2.8% of a worker's instructions per page,
-  ``benchmarks/worker_cost.py``). Spider errors go to Scrapy's handler as before.
+* One task per request (``TUNING_ONE_TASK_PER_REQUEST``): with the crawler's
+  downloader, each request's download, callback and release run in one
+  coroutine (:mod:`crawler.engine`) instead of Scrapy's chain of Deferreds
+  and two tasks.
 """
 
 from __future__ import annotations
@@ -31,7 +28,7 @@ from typing import TYPE_CHECKING
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
-from crawler.scrapy_internals import sequential_spider_output
+from crawler.engine import use_direct_engine
 from crawler.settings_parsing import get_bool, get_int, setting
 
 if TYPE_CHECKING:
@@ -47,9 +44,9 @@ _GATED_LOGGERS = ("", "scrapy")
 
 class RuntimeTuning:
     def __init__(self, crawler: Crawler, gc_freeze: bool, gen0_threshold: int, log_level: int | None,
-                 sequential_output: bool) -> None:
+                 one_task_per_request: bool) -> None:
         self.gc_freeze = gc_freeze
-        self.sequential_output = sequential_output
+        self.one_task_per_request = one_task_per_request
         self.crawler = crawler
         self.gen0_threshold = gen0_threshold
         self.log_level = log_level
@@ -65,17 +62,17 @@ class RuntimeTuning:
         if get_bool(settings, "TUNING_LOG_GATE"):
             level = logging.getLevelName(str(setting(settings, "LOG_LEVEL")).upper())
             log_level = level if isinstance(level, int) else None
-        sequential = get_bool(settings, "TUNING_SEQUENTIAL_OUTPUT")
-        if not gc_freeze and not threshold and log_level is None and not sequential:
+        one_task = get_bool(settings, "TUNING_ONE_TASK_PER_REQUEST")
+        if not gc_freeze and not threshold and log_level is None and not one_task:
             raise NotConfigured
-        extension = cls(crawler, gc_freeze, threshold, log_level, sequential)
+        extension = cls(crawler, gc_freeze, threshold, log_level, one_task)
         crawler.signals.connect(extension.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(extension.spider_closed, signal=signals.spider_closed)
         return extension
 
     def spider_opened(self) -> None:
-        if self.sequential_output and sequential_spider_output(self.crawler.engine):
-            logger.debug("Tuning: a callback's output is processed in its own task (CONCURRENT_ITEMS = 1)")
+        if self.one_task_per_request and use_direct_engine(self.crawler.engine):
+            logger.debug("Tuning: each request's download, callback and release run in one task")
         if self.log_level is not None and self.log_level > logging.DEBUG:
             for name in _GATED_LOGGERS:
                 gated = logging.getLogger(name)
