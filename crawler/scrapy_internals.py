@@ -12,8 +12,9 @@ it, so an upgrade that moves one fails a unit test, not a crawl:
   handler extends (:mod:`crawler.downloader.handler`), Scrapy's TLS context
   and TLS debug log, and its download-handler helpers (stop-download checks,
   data-loss and warn-size messages, building a response);
-* whether any receiver listens to a signal (PyDispatcher's registry), so the
-  handler and the downloader send a signal only when someone listens;
+* whether any receiver listens to a signal (PyDispatcher's registry and its
+  ``connections`` table), so the handler and the downloader send a signal
+  only when someone listens;
 * the downloader's slots, which :mod:`crawler.downloader.direct` subclasses
   (``Downloader._enqueue_request``, ``_get_slot``, ``_process_queue``, a
   slot's ``queue``, ``active``, ``transferring``, ``lastseen``,
@@ -32,7 +33,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from pydispatch.dispatcher import getAllReceivers, liveReceivers
+from pydispatch.dispatcher import Any as DispatchAny
+from pydispatch.dispatcher import connections, getAllReceivers, liveReceivers
 from scrapy.core.downloader.handlers._base_streaming import BaseStreamingDownloadHandler
 from scrapy.core.downloader.handlers._base_streaming import _BaseResponseArgs as BaseResponseArgs
 from scrapy.exceptions import _InvalidOutput
@@ -44,6 +46,9 @@ from crawler.exceptions import ConfigurationError
 
 if TYPE_CHECKING:
     from scrapy.core.engine import ExecutionEngine
+
+#: PyDispatcher's key of its ``Any`` sender in ``connections``.
+_ANY_SENDER = id(DispatchAny)
 
 __all__ = [
     "BaseResponseArgs",
@@ -101,8 +106,14 @@ def engine_is_interactive(engine: ExecutionEngine | None) -> bool:
 
 
 def has_receivers(sender: Any, signal: Any) -> bool:
-    """Whether anything listens to ``signal`` from ``sender`` (no signal is built for nobody)."""
-    return next(iter(liveReceivers(getAllReceivers(sender, signal))), None) is not None
+    """Whether anything listens to ``signal`` from ``sender`` (no signal is built for nobody).
+
+    PyDispatcher's tables first (``connections``: by sender id, then signal; ``Any`` for either):
+    no list, no receiver, without its generators; a list, the exact answer (its receivers alive)."""
+    for table in (connections.get(id(sender)), connections.get(_ANY_SENDER)):
+        if table is not None and (table.get(signal) or table.get(DispatchAny)):
+            return next(iter(liveReceivers(getAllReceivers(sender, signal))), None) is not None
+    return False
 
 
 def raise_invalid_output(message: str) -> NoReturn:

@@ -569,6 +569,34 @@ def test_the_private_scrapy_apis_the_crawler_uses_are_where_it_expects_them() ->
     assert not scrapy_internals.has_receivers(crawler.signals.sender, signals.bytes_received)
     crawler.signals.connect(lambda **kwargs: None, signal=signals.bytes_received, weak=False)
     assert scrapy_internals.has_receivers(crawler.signals.sender, signals.bytes_received)
+    # Its fast answer reads PyDispatcher's tables: receivers of any sender or of any signal count, a dead
+    # weak receiver does not.
+    from pydispatch import dispatcher
+
+    assert dispatcher.connections is scrapy_internals.connections
+    assert not scrapy_internals.has_receivers(crawler.signals.sender, signals.headers_received)
+
+    def from_anyone(**kwargs: object) -> None:
+        return None
+
+    dispatcher.connect(from_anyone, signal=signals.headers_received, sender=dispatcher.Any)
+    assert scrapy_internals.has_receivers(crawler.signals.sender, signals.headers_received)
+    dispatcher.disconnect(from_anyone, signal=signals.headers_received, sender=dispatcher.Any)
+    assert not scrapy_internals.has_receivers(crawler.signals.sender, signals.headers_received)
+    crawler.signals.connect(from_anyone, signal=dispatcher.Any)
+    assert scrapy_internals.has_receivers(crawler.signals.sender, signals.headers_received)
+    crawler.signals.disconnect(from_anyone, signal=dispatcher.Any)
+
+    class Listener:
+        def heard(self, **kwargs: object) -> None:
+            return None
+
+    listener = Listener()
+    assert not scrapy_internals.has_receivers(crawler.signals.sender, signals.request_reached_downloader)
+    crawler.signals.connect(listener.heard, signal=signals.request_reached_downloader)
+    assert scrapy_internals.has_receivers(crawler.signals.sender, signals.request_reached_downloader)
+    del listener
+    assert not scrapy_internals.has_receivers(crawler.signals.sender, signals.request_reached_downloader)
     response = scrapy_internals.make_response(url="http://x.test/", status=200, headers=Headers(), body=b"x")
     assert response.status == 200 and response.body == b"x"
     assert callable(scrapy_internals.check_stop_download) and "x.test" in scrapy_internals.get_dataloss_msg(
