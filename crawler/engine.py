@@ -45,14 +45,15 @@ class DirectEngine(ExecutionEngine):
 
     def _start_scheduled_request(self) -> bool:
         slot = self._slot
-        assert slot is not None and isinstance(self.downloader, DirectDownloader)
+        assert slot is not None
         request = slot.scheduler.next_request()
         if request is None:
             self.signals.send_catch_log(signals.scheduler_empty)
             return False
         # As Scrapy: in progress and active in the downloader at once (needs_backout() reads both).
+        # The downloader is a DirectDownloader: use_direct_engine() makes no DirectEngine otherwise.
         slot.add_request(request)
-        download = self.downloader.fetch_async(request)
+        download = self.downloader.fetch_async(request)  # type: ignore[attr-defined]
         asyncio.get_running_loop().create_task(self._carry(request, download))
         return True
 
@@ -84,8 +85,6 @@ class DirectEngine(ExecutionEngine):
         """Scrapy's ``_download`` after its start: the answer checked, logged and signalled."""
         try:
             result = await download
-            if not isinstance(result, (Response, Request)):
-                raise TypeError(f"Incorrect type: expected Response or Request, got {type(result)}: {result!r}")
             if isinstance(result, Response):
                 if result.request is None:
                     result.request = request
@@ -95,6 +94,8 @@ class DirectEngine(ExecutionEngine):
                     logger.log(*logformatter_adapter(logkws), extra={"spider": self.spider})
                 self.signals.send_catch_log(signal=signals.response_received, response=result,
                                             request=result.request, spider=self.spider)
+            elif not isinstance(result, Request):
+                raise TypeError(f"Incorrect type: expected Response or Request, got {type(result)}: {result!r}")
             return result
         finally:
             assert self._slot is not None
