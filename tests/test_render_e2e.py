@@ -210,11 +210,14 @@ def test_hostile_pages_are_bounded_and_the_crawl_goes_on(tmp_path: Path, redis_s
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("".join(web.url(host) + "\n" for host in range(spec.hosts)))
     data = tmp_path / "crawl-data"
+    # A small budget: a page's script and its data take two requests, so the page that
+    # never settles reaches the budget with its second ping, however slow the machine.
+    budget = 3
     try:
         result = run_crawl("-a", f"seeds={seeds}", settings={
             "REDIS_URL": redis_server.url, "FRONTIER_CRAWL_ID": "render-hostile", "CRAWL_DATA_DIR": str(data),
             "FRONTIER_MIN_DELAY": 0.1, "FRONTIER_DELAY_FACTOR": 0, "CLOSESPIDER_TIMEOUT": 120,
-            "RENDER_TIMEOUT": 6, "RENDER_JS_HEAP_MB": 32, "RENDER_CONCURRENCY": 3, "RENDER_MAX_SUBREQUESTS": 10,
+            "RENDER_TIMEOUT": 8, "RENDER_JS_HEAP_MB": 32, "RENDER_CONCURRENCY": 3, "RENDER_MAX_SUBREQUESTS": budget,
         }, timeout=240)
         entries = web.entries()
     finally:
@@ -233,7 +236,8 @@ def test_hostile_pages_are_bounded_and_the_crawl_goes_on(tmp_path: Path, redis_s
     assert len(responses) - len(pages) == spec.hosts
     paths = [e.path for e in entries]
     assert "/file.bin" not in paths, "the browser downloads nothing"
-    assert len([p for p in paths if p.startswith("/api/ping")]) <= 10, "the per-page budget holds"
+    pings = [p for p in paths if p.startswith("/api/ping")]
+    assert len(pings) <= budget - 2, "the per-page budget holds (after the script and its data)"
     assert stat(result, "render/timeout") + stat(result, "render/failed/no_dom") >= 1  # never_settles, busy
     assert stat(result, "render/popups_closed") >= 1
     assert stat(result, "render/subrequests/blocked_budget") >= 1

@@ -114,6 +114,27 @@ def test_page_gate_checks_robots_addresses_and_budget() -> None:
     asyncio.run(main())
 
 
+def test_page_gate_budget_holds_for_requests_checked_at_once() -> None:
+    """Requests whose robots.txt lookups wait at the same time cannot all take the budget's last place."""
+    async def main() -> list[Decision]:
+        async def rules_of(origin: str) -> RobotsRules | None:
+            await asyncio.sleep(0.01)
+            return _rules("User-agent: *\nDisallow: /private/\n")
+
+        async def resolve(host: str) -> list[str]:
+            raise AssertionError("same origin: nothing resolved")
+
+        gate = PageGate("http://site.test/", SubrequestPolicy(max_requests=3),
+                        HostPacer(PolitenessPolicy(0.0, 0.0, 0.0)), rules_of, AddressPolicy(), resolve)
+        # A refused request gives its place back.
+        assert await gate.decide("http://site.test/private/x", "xhr", False) is Decision.BLOCKED_ROBOTS
+        return list(await asyncio.gather(*(gate.decide(f"http://site.test/{i}", "xhr", False) for i in range(8))))
+
+    decisions = asyncio.run(main())
+    assert decisions.count(Decision.FETCH) == 3
+    assert decisions.count(Decision.BLOCKED_BUDGET) == 5
+
+
 def test_pacer_keeps_one_request_at_a_time_and_the_delay() -> None:
     """Requests to one host through the pacer never overlap and start a delay after the previous ended."""
     delay = 0.05

@@ -103,6 +103,9 @@ class Gate(Protocol):
 
 #: Pages a tab renders before it is closed and a fresh one opened (its memory and state stay bounded).
 TAB_MAX_PAGES = 50
+#: Seconds a discarded tab's page is given to go blank before its context is closed anyway
+#: (a page in an endless loop never does; it makes no requests either).
+DISCARD_BLANK_TIMEOUT = 3.0
 
 
 @dataclass
@@ -267,7 +270,7 @@ class BrowserPool:
             tab = self._idle.pop()
             if tab.browser is browser and not tab.crashed.is_set():
                 return tab
-            self._spawn(_quietly(tab.context.close()))
+            self._spawn(_discard(tab))
         context = await browser.new_context(
             user_agent=self.config.user_agent or None, accept_downloads=False, service_workers="block",
             java_script_enabled=True,
@@ -296,7 +299,7 @@ class BrowserPool:
         if keep:
             self._idle.append(tab)
         else:
-            self._spawn(_quietly(asyncio.wait_for(tab.context.close(), timeout=10)))
+            self._spawn(_discard(tab))
 
     async def _render(self, tab: _Tab, url: str, status: int, headers: list[tuple[str, str]], body: bytes,
                       gate: Gate) -> RenderedPage:
@@ -350,6 +353,19 @@ class BrowserPool:
             except Exception as exc:
                 logger.debug("Stopping Playwright: %s", exc)
             self._playwright = None
+
+
+async def _discard(tab: _Tab) -> None:
+    """Close a tab whose page may still be running (it timed out, crashed or failed).
+
+    The page is blanked first, its scripts stopped, while the tab's routing
+    still aborts what it asks for (``tab.current`` is None). Closing the
+    context at once would let a request through: while a context closes,
+    Playwright leaves the requests its page makes meanwhile unanswered, and
+    Chromium lets them go when the context goes, past the sub-request gate.
+    """
+    await _quietly(tab.page.goto("about:blank", timeout=DISCARD_BLANK_TIMEOUT * 1000))
+    await _quietly(asyncio.wait_for(tab.context.close(), timeout=10))
 
 
 async def _quietly(coroutine: Any) -> None:

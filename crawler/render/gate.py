@@ -98,9 +98,12 @@ class PageGate:
     async def decide(self, url: str, resource_type: str, navigation: bool) -> Decision:
         decision = self.policy.decide(url, resource_type, self.page_url, self.made, navigation)
         if decision is Decision.FETCH:
-            decision = await self._check(url)
-        if decision is Decision.FETCH:
+            # The budget's place is taken before the checks wait (robots.txt, DNS), so requests
+            # checked at the same time cannot all take the last one; given back if refused.
             self.made += 1
+            decision = await self._check(url)
+            if decision is not Decision.FETCH:
+                self.made -= 1
         self.counts[decision] = self.counts.get(decision, 0) + 1
         return decision
 
