@@ -76,6 +76,7 @@ from crawler.frontier import (  # noqa: E402
     read_counts,
 )
 from crawler.urls import bloom_positions, url_fingerprint, url_key  # noqa: E402
+from support.bytecode import compile_package  # noqa: E402
 from support.mockweb import DelayAudit, LogEntry, WebSpec, delay_audit, free_port, host_ip, read_log, spec_arguments  # noqa: E402
 
 MIN_DELAY = 1.0  # the shipped FRONTIER_MIN_DELAY
@@ -368,6 +369,7 @@ def main() -> None:
                         help="the polite crawl with dead hosts at 10,000 and 100,000 hosts, and the frontier alone")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="crawler-polite-"))
+    compile_package(ROOT)  # as installed: no worker compiles the crawler at its start
     services = Services(workdir)
     try:
         if args.scale:

@@ -54,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 import psutil  # noqa: E402
 import redis  # noqa: E402
 
+from support.bytecode import compile_package  # noqa: E402
 from support.mockweb import LogEntry, WebSpec, delay_audit, free_port, host_ip, read_log, render_page, spec_arguments  # noqa: E402
 
 CONCURRENCY = 32
@@ -455,6 +456,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.pairs < 1 or args.rounds < 1:
         parser.error("--pairs and --rounds must be at least 1")
+    compile_package(ROOT)  # as installed: no worker compiles the crawler at its start
 
     workdir = Path(tempfile.mkdtemp(prefix="crawler-bench-"))
     plain_cwd = workdir / "plain"  # no scrapy.cfg here: plain Scrapy defaults

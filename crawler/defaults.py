@@ -388,7 +388,8 @@ TUNING_GC_FREEZE = True
 TUNING_GC_GEN0_THRESHOLD = 200_000
 TUNING_LOG_GATE = True
 # With the crawler's downloader, each request's download, callback and release from the engine run in one
-# task: no chain of Deferreds and no second task per request.
+# task: no chain of Deferreds and no second task per request. With CONCURRENT_ITEMS = 1 the callback's
+# output is taken in that task too, one object after the other (no queue and two tasks per response).
 TUNING_ONE_TASK_PER_REQUEST = True
 
 

@@ -10,7 +10,10 @@ request it starts through the same steps in one coroutine, one task per
 request: the downloader's middlewares and handler, the ``response_received``
 signal, the scraper's spider middlewares, callback and item pipelines, then
 the request's release from the engine (where the frontier acks its lease)
-and the engine's next look for work. The bookkeeping Scrapy's back-pressure
+and the engine's next look for work. With ``CONCURRENT_ITEMS = 1`` (the
+add-on's) the callback's output is taken in that task too, one object after
+the other (:class:`SequentialScraper`), instead of through a queue, a filling
+task and a worker task per response. The bookkeeping Scrapy's back-pressure
 reads is kept as Scrapy keeps it: the request counts as in progress and as
 active in the downloader from the moment it leaves the scheduler, a response
 counts in the scraper's active size while its callback runs. The errors
@@ -24,18 +27,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
 from scrapy.core.engine import ExecutionEngine
+from scrapy.core.scraper import Scraper
 from scrapy.http import Response
 from scrapy.utils.log import logformatter_adapter
 from twisted.python.failure import Failure
 
 from crawler.downloader.direct import DirectDownloader
+from crawler.scrapy_internals import aiter_errback, iter_errback
 
 if TYPE_CHECKING:
-    from collections.abc import Coroutine
+    from collections.abc import Coroutine, Iterable
 
 logger = logging.getLogger(__name__)
 
@@ -121,9 +127,33 @@ class DirectEngine(ExecutionEngine):
             scraper._check_if_closing()
 
 
+class SequentialScraper(Scraper):
+    """Scrapy's scraper taking a callback's output one object after the other in the callback's task when
+    ``CONCURRENT_ITEMS`` is 1 (Scrapy's way otherwise). Scrapy's way for any number is a queue, a task
+    filling it (which reads up to two objects ahead) and one worker task per ``CONCURRENT_ITEMS``, made
+    again for each response; here nothing is read ahead. Errors are handled as Scrapy's: an error while
+    iterating goes to ``handle_spider_error``, an item's to the item's own handling."""
+
+    async def handle_spider_output_async(self, result: Iterable[Any] | AsyncIterator[Any], request: Request,
+                                         response: Response | Failure) -> None:
+        if self.concurrent_items != 1:
+            await super().handle_spider_output_async(result, request, response)
+            return
+        process = self._process_spidermw_output_async
+        if isinstance(result, AsyncIterator):
+            async for output in aiter_errback(result, self.handle_spider_error, request, response):
+                await process(output, response)
+        else:
+            for output in iter_errback(result, self.handle_spider_error, request, response):
+                await process(output, response)
+
+
 def use_direct_engine(engine: Any) -> bool:
-    """Make Scrapy's engine a :class:`DirectEngine` when its downloader is a ``DirectDownloader``; whether
-    it is one (a subclass of Scrapy's engine, or another downloader: left as they are)."""
+    """Make Scrapy's engine a :class:`DirectEngine` when its downloader is a ``DirectDownloader``, and its
+    scraper a :class:`SequentialScraper`; whether it is one (a subclass of Scrapy's engine, or another
+    downloader: left as they are; a subclass of Scrapy's scraper is left as it is)."""
     if type(engine) is ExecutionEngine and isinstance(getattr(engine, "downloader", None), DirectDownloader):
         engine.__class__ = DirectEngine
+        if type(engine.scraper) is Scraper:
+            engine.scraper.__class__ = SequentialScraper
     return isinstance(engine, DirectEngine)

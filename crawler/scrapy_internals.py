@@ -24,8 +24,10 @@ it, so an upgrade that moves one fails a unit test, not a crawl:
 * the engine's and scraper's handling of one request, which
   :mod:`crawler.engine` runs in one task (``ExecutionEngine._start_scheduled_request``,
   which it overrides, ``_slot.add_request``, ``remove_request``, ``nextcall``,
-  ``scheduler``; the scraper's ``_scrape``, ``_check_if_closing`` and its slot's
-  ``active``, ``active_size``, ``MIN_RESPONSE_SIZE``, ``finish_response()``).
+  ``scheduler``; the scraper's ``_scrape``, ``_check_if_closing``,
+  ``handle_spider_output_async`` (overridden), ``_process_spidermw_output_async``,
+  ``concurrent_items``, its slot's ``active``, ``active_size``, ``MIN_RESPONSE_SIZE``,
+  ``finish_response()``; ``iter_errback`` and ``aiter_errback``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from scrapy.core.downloader.handlers._base_streaming import BaseStreamingDownloa
 from scrapy.core.downloader.handlers._base_streaming import _BaseResponseArgs as BaseResponseArgs
 from scrapy.exceptions import _InvalidOutput
 from scrapy.utils._download_handlers import check_stop_download, get_dataloss_msg, get_warnsize_msg, make_response
+from scrapy.utils.defer import aiter_errback, iter_errback
 from scrapy.utils.ssl import _log_sslobj_debug_info as log_tls_session
 from scrapy.utils.ssl import _make_ssl_context as make_ssl_context
 
@@ -53,12 +56,14 @@ _ANY_SENDER = id(DispatchAny)
 __all__ = [
     "BaseResponseArgs",
     "BaseStreamingDownloadHandler",
+    "aiter_errback",
     "check_stop_download",
     "engine_is_interactive",
     "engine_slot",
     "get_dataloss_msg",
     "get_warnsize_msg",
     "has_receivers",
+    "iter_errback",
     "log_tls_session",
     "make_response",
     "make_ssl_context",

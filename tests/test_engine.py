@@ -4,7 +4,9 @@ A real Scrapy crawl (``scrapy runspider``, in its own process: the reactor is
 per process) of a spider whose requests meet every path a request can take
 from the engine: a response with items and new requests, a download error
 and its errback, a downloader middleware's new request, a callback that
-fails, an HTTP error; run with the tuning on and off, it must give the same
+fails, an asynchronous callback that fails after its first item, an HTTP
+error; run with the tuning on and off (``CONCURRENT_ITEMS = 1``, as the
+add-on sets: the output taken in the request's task), it must give the same
 items, stats and end, keep the downloader's concurrency, and leave nothing
 in progress.
 """
@@ -64,9 +66,10 @@ class Pages(Spider):
         return spider
 
     async def start(self):
-        for n in range(40):
-            kind = ("fail", "moved", "boom", "error", "page")[n % 5]
-            yield Request(f"http://a.test/{n}/{kind}", errback=self.failed)
+        for n in range(48):
+            kind = ("fail", "moved", "boom", "error", "page", "late")[n % 6]
+            callback = self.parse_late if kind == "late" else None
+            yield Request(f"http://a.test/{n}/{kind}", callback=callback, errback=self.failed)
 
     def parse(self, response):
         if response.url.endswith("/boom"):
@@ -75,13 +78,18 @@ class Pages(Spider):
         if "/child" not in response.url:
             yield Request(response.url + "/child", errback=self.failed)
 
+    async def parse_late(self, response):
+        yield {"url": response.url}
+        await asyncio.sleep(0)
+        raise ValueError("the callback failed after an item")
+
     def failed(self, failure):
         yield {"failed": failure.request.url}
 
     def closed_with(self, spider, reason):
         engine = self.crawler.engine
         with open(os.environ["ENGINE_OUT"], "w") as out:
-            json.dump({"engine": type(engine).__name__, "reason": reason,
+            json.dump({"engine": type(engine).__name__, "scraper": type(engine.scraper).__name__, "reason": reason,
                        "inprogress": len(engine._slot.inprogress), "downloader_active": len(engine.downloader.active),
                        "scraper_active": len(engine.scraper.slot.active),
                        "scraper_active_size": engine.scraper.slot.active_size,
@@ -101,7 +109,7 @@ def crawl(tmp_path: Path, one_task: bool) -> tuple[dict[str, Any], list[Any], di
         "EXTENSIONS": {"crawler.extensions.tuning.RuntimeTuning": 0},
         "TUNING_ONE_TASK_PER_REQUEST": one_task,
         "CONCURRENT_REQUESTS": 4, "CONCURRENT_REQUESTS_PER_DOMAIN": 4, "DOWNLOAD_DELAY": 0,
-        "RETRY_ENABLED": False, "TELNETCONSOLE_ENABLED": False, "LOG_LEVEL": "INFO",
+        "RETRY_ENABLED": False, "TELNETCONSOLE_ENABLED": False, "LOG_LEVEL": "INFO", "CONCURRENT_ITEMS": 1,
     }
     args = [sys.executable, "-m", "scrapy", "runspider", "enginespider.py", "-o", "items.jsonl"]
     for name, value in settings.items():
@@ -126,9 +134,12 @@ def test_a_crawl_with_one_task_per_request_is_scrapys_crawl(tmp_path: Path) -> N
     on_stats, on_items, on_engine = crawl(tmp_path, one_task=True)
     off_stats, off_items, off_engine = crawl(tmp_path, one_task=False)
     assert (on_engine["engine"], off_engine["engine"]) == ("DirectEngine", "ExecutionEngine")
+    assert (on_engine["scraper"], off_engine["scraper"]) == ("SequentialScraper", "Scraper")
     assert on_stats == off_stats and on_items == off_items
-    # Every path was taken: 8 of each kind; /moved became /target; /boom failed in its callback.
-    assert on_stats["spider_exceptions/ValueError"] == "8", on_engine["log"]
+    # Every path was taken: 8 of each kind; /moved became /target; /boom failed in its callback,
+    # /late after its item (which is kept).
+    assert on_stats["spider_exceptions/ValueError"] == "16", on_engine["log"]
+    assert sum(1 for item in on_items if dict(item).get("url", "").endswith("/late")) == 8
     # The errback: 8 download errors and 8 HTTP 500s (Scrapy's HTTP error middleware).
     assert sum(1 for item in on_items if item[0][0] == "failed") == 16
     assert any("/target" in dict(item).get("url", "") for item in on_items)

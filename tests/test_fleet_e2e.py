@@ -125,7 +125,10 @@ def test_the_fleet_page_runs_as_written(
         report = politeness(web.entries(), min_gap=0.2)
         assert report.overlaps == 0 and report.short_gaps == 0, report
     finally:
-        for process in psutil.process_iter(["cmdline"]):
+        # Whatever the page started here: by its arguments, or by where it runs (the page starts
+        # prometheus with paths relative to the build directory).
+        for process in psutil.process_iter(["cmdline", "cwd"]):
             with contextlib.suppress(psutil.Error):
-                if any(str(tmp_path) in part for part in process.info["cmdline"] or []):
+                if any(str(tmp_path) in part for part in process.info["cmdline"] or []) \
+                        or str(process.info["cwd"] or "").startswith(str(tmp_path)):
                     process.kill()

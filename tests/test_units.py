@@ -559,6 +559,11 @@ def test_the_private_scrapy_apis_the_crawler_uses_are_where_it_expects_them() ->
     assert "add_response_request(result, request)" in source and "self.slot.finish_response(result, request)" in source
     assert "self._check_if_closing()" in source
     assert "await self._scrape(result, request)" in inspect.getsource(Scraper._wait_for_processing)
+    # SequentialScraper overrides this and calls the rest, so their names and signatures must hold.
+    source = inspect.getsource(Scraper.handle_spider_output_async)
+    assert "_parallel_asyncio(" in source and "self.concurrent_items, self._process_spidermw_output_async" in source
+    assert "iter_errback(result, self.handle_spider_error, request, response)" in source
+    assert list(inspect.signature(Scraper._process_spidermw_output_async).parameters) == ["self", "output", "response"]
     scraper_slot = ScraperSlot()
     assert (scraper_slot.active, scraper_slot.active_size, scraper_slot.MIN_RESPONSE_SIZE) == (set(), 0, 1024)
     assert "self.active_size += max(len(result.body), self.MIN_RESPONSE_SIZE)" in inspect.getsource(

@@ -200,6 +200,9 @@ class WebSpider(Spider):
                                                 meta=out.meta)
                     else:
                         yield out
+            # The parsed tree (C memory, far larger than the page) is let go before the item is
+            # handed on: the item pipelines may take a while, and this frame waits for them.
+            del page
         yield item
 
     def parse_resource(self, response: Response) -> Iterator[Any]:
