@@ -11,7 +11,7 @@ it, so an upgrade that moves one fails a unit test, not a crawl:
 * Scrapy's streaming download-handler base class, which the crawler's
   handler extends (:mod:`crawler.downloader.handler`), Scrapy's TLS context
   and TLS debug log, and its download-handler helpers (stop-download checks,
-  data-loss and warn-size messages, building a response);
+  data-loss and warn-size messages, building a response: :func:`make_response`);
 * whether any receiver listens to a signal (PyDispatcher's registry and its
   ``connections`` table), so the handler and the downloader send a signal
   only when someone listens;
@@ -37,10 +37,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydispatch.dispatcher import Any as DispatchAny
 from pydispatch.dispatcher import connections, getAllReceivers, liveReceivers
+from scrapy import responsetypes
 from scrapy.core.downloader.handlers._base_streaming import BaseStreamingDownloadHandler
 from scrapy.core.downloader.handlers._base_streaming import _BaseResponseArgs as BaseResponseArgs
 from scrapy.exceptions import _InvalidOutput
-from scrapy.utils._download_handlers import check_stop_download, get_dataloss_msg, get_warnsize_msg, make_response
+from scrapy.utils._download_handlers import check_stop_download, get_dataloss_msg, get_warnsize_msg
 from scrapy.utils.defer import aiter_errback, iter_errback
 from scrapy.utils.ssl import _log_sslobj_debug_info as log_tls_session
 from scrapy.utils.ssl import _make_ssl_context as make_ssl_context
@@ -48,7 +49,11 @@ from scrapy.utils.ssl import _make_ssl_context as make_ssl_context
 from crawler.exceptions import ConfigurationError
 
 if TYPE_CHECKING:
+    from ipaddress import IPv4Address, IPv6Address
+
     from scrapy.core.engine import ExecutionEngine
+    from scrapy.exceptions import StopDownload
+    from scrapy.http import Headers, Response
 
 #: PyDispatcher's key of its ``Any`` sender in ``connections``.
 _ANY_SENDER = id(DispatchAny)
@@ -124,3 +129,21 @@ def has_receivers(sender: Any, signal: Any) -> bool:
 def raise_invalid_output(message: str) -> NoReturn:
     """Raise what Scrapy raises for a middleware's answer of the wrong type (its private ``_InvalidOutput``)."""
     raise _InvalidOutput(message)
+
+
+def make_response(url: str, status: int, headers: Headers, body: bytes = b"", flags: list[str] | None = None,
+                  certificate: Any = None, ip_address: IPv4Address | IPv6Address | None = None,
+                  protocol: str | None = None, stop_download: StopDownload | None = None) -> Response:
+    """Scrapy's ``make_response`` (``scrapy.utils._download_handlers``), the response keeping ``headers``
+    as they are: Scrapy's gives them to the response's constructor, which copies them, every name and
+    value normalized again (some 40 calls a response)."""
+    respcls = responsetypes.responsetypes.from_args(headers=headers, url=url, body=body)
+    response = respcls(url=url, status=status, body=body, flags=flags, certificate=certificate,
+                       ip_address=ip_address, protocol=protocol)
+    response.headers = headers  # a Headers instance: kept, not copied
+    if stop_download:
+        response.flags.append("download_stopped")
+        if stop_download.fail:
+            stop_download.response = response
+            raise stop_download
+    return response

@@ -604,6 +604,25 @@ def test_the_private_scrapy_apis_the_crawler_uses_are_where_it_expects_them() ->
     assert not scrapy_internals.has_receivers(crawler.signals.sender, signals.request_reached_downloader)
     response = scrapy_internals.make_response(url="http://x.test/", status=200, headers=Headers(), body=b"x")
     assert response.status == 200 and response.body == b"x"
+    # The crawler's make_response is Scrapy's, but for the headers it keeps (Scrapy's copies them).
+    from scrapy.exceptions import StopDownload
+    from scrapy.utils._download_handlers import make_response as scrapys_make_response
+
+    source = inspect.getsource(scrapys_make_response)
+    assert "responsetypes.responsetypes.from_args(headers=headers, url=url, body=body)" in source
+    assert 'response.flags.append("download_stopped")' in source and "raise stop_download" in source
+    html = Headers([(b"Content-Type", b"text/html; charset=iso-8859-1"), (b"Set-Cookie", b"a=1"),
+                    (b"Set-Cookie", b"b=2")])
+    fields = {"url": "http://x.test/p", "status": 404, "body": "caf\u00e9".encode("latin-1"),
+              "flags": ["cached"], "protocol": "HTTP/1.1"}
+    ours, scrapys = (make(headers=html, **fields) for make in (scrapy_internals.make_response, scrapys_make_response))
+    assert ours.headers is html and scrapys.headers == html
+    assert (type(ours), ours.url, ours.status, ours.text, ours.encoding, ours.flags, ours.protocol) == (
+        type(scrapys), scrapys.url, scrapys.status, scrapys.text, scrapys.encoding, scrapys.flags, scrapys.protocol)
+    stop = StopDownload(fail=True)
+    with pytest.raises(StopDownload):
+        scrapy_internals.make_response(headers=html, stop_download=stop, **fields)
+    assert stop.response.headers is html and stop.response.flags == ["cached", "download_stopped"]
     assert callable(scrapy_internals.check_stop_download) and "x.test" in scrapy_internals.get_dataloss_msg(
         "http://x.test/")
     # The crawler's handler implements every abstract method of Scrapy's streaming base.
