@@ -270,7 +270,8 @@ class BrowserPool:
             tab = self._idle.pop()
             if tab.browser is browser and not tab.crashed.is_set():
                 return tab
-            self._spawn(_discard(tab))
+            # Blanked when it was put back (or its renderer is gone): nothing left to stop.
+            self._spawn(_quietly(asyncio.wait_for(tab.context.close(), timeout=10)))
         context = await browser.new_context(
             user_agent=self.config.user_agent or None, accept_downloads=False, service_workers="block",
             java_script_enabled=True,
@@ -356,7 +357,8 @@ class BrowserPool:
 
 
 async def _discard(tab: _Tab) -> None:
-    """Close a tab whose page may still be running (it timed out, crashed or failed).
+    """Close a tab whose page may still be running (it timed out, crashed or failed, or went past its
+    page budget).
 
     The page is blanked first, its scripts stopped, while the tab's routing
     still aborts what it asks for (``tab.current`` is None). Closing the
