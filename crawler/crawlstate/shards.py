@@ -83,35 +83,48 @@ class ShardRouter:
         return self.keys[0]
 
 
+#: Reads the crawl's metadata and records this worker's where none is, in one step: workers that
+#: start together must not see each other's half-written metadata (a ``created`` without its
+#: ``layout`` is what a worker of the first layout left). Answers ``{layout}`` for a crawl of the
+#: first layout (nothing written), else ``{layout, normalization version, shards}`` as stored.
+_RECORD_METADATA = """
+local meta = KEYS[1]
+if redis.call('HEXISTS', meta, 'layout') == 0 and redis.call('HEXISTS', meta, 'created') == 1 then
+  return {'1'}
+end
+redis.call('HSETNX', meta, 'layout', ARGV[1])
+redis.call('HSETNX', meta, 'normalization_version', ARGV[2])
+redis.call('HSETNX', meta, 'created', ARGV[3])
+redis.call('HSETNX', meta, 'shards', ARGV[4])
+return redis.call('HMGET', meta, 'layout', 'normalization_version', 'shards')
+"""
+
+
 async def check_crawl_metadata(client: Any, router: ShardRouter) -> None:
     """Record the crawl's layout, normalization version and shard count once; refuse a worker that differs."""
     crawl_id = router.crawl_id
     key = router.crawl_keys.crawl_key("meta")
-    layout = await client.hget(key, "layout")
-    if layout is None and await client.hexists(key, "created"):
-        layout = b"1"
-    if layout is not None and int(layout) != LAYOUT_VERSION:
+    stored = await client.eval(
+        _RECORD_METADATA, 1, key, LAYOUT_VERSION, NORMALIZATION_VERSION, int(time.time()), router.count
+    )
+    layout = int(stored[0])
+    if layout != LAYOUT_VERSION:
         raise ConfigurationError(
             "FRONTIER_CRAWL_ID",
-            f"crawl {crawl_id!r} was started with frontier layout {int(layout)}; this code keeps a crawl's state "
+            f"crawl {crawl_id!r} was started with frontier layout {layout}; this code keeps a crawl's state "
             f"in layout {LAYOUT_VERSION} and cannot read it. Start over with `scrapy frontier reset --crawl-id "
             f"{crawl_id} --yes` (or -s FRONTIER_RESET_ON_START=True), or use another crawl id",
         )
-    await client.hsetnx(key, "layout", LAYOUT_VERSION)
-    await client.hsetnx(key, "normalization_version", NORMALIZATION_VERSION)
-    await client.hsetnx(key, "created", int(time.time()))
-    await client.hsetnx(key, "shards", router.count)
-    shards = int(await client.hget(key, "shards"))
+    normalization, shards = int(stored[1]), int(stored[2])
     if shards != router.count:
         raise ConfigurationError(
             "FRONTIER_SHARDS",
             f"crawl {crawl_id!r} has {shards} frontier shards, this worker is configured for "
             f"{router.count}; the number of shards is fixed for the life of a crawl",
         )
-    stored = int(await client.hget(key, "normalization_version"))
-    if stored != NORMALIZATION_VERSION:
+    if normalization != NORMALIZATION_VERSION:
         raise ConfigurationError(
             "FRONTIER_CRAWL_ID",
-            f"crawl {crawl_id!r} was started with URL normalization version {stored}, "
+            f"crawl {crawl_id!r} was started with URL normalization version {normalization}, "
             f"this code uses {NORMALIZATION_VERSION}; start a new crawl id",
         )
