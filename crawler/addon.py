@@ -59,6 +59,8 @@ SETTINGS: dict[str, Any] = {
     # Scrapy's downloader, starting in place a request its slot would start at once
     # (no slot queue, Deferred and task per page: crawler/downloader/direct.py).
     "DOWNLOADER": "crawler.downloader.direct.DirectDownloader",
+    # Scrapy's item pipeline manager with a lean loop (crawler/pipelines/manager.py).
+    "ITEM_PROCESSOR": "crawler.pipelines.manager.DirectItemPipelineManager",
     # One item at a time per response: the default (100) spawns ~100 tasks per
     # response for nothing (a measured ~1.6 ms per page).
     "CONCURRENT_ITEMS": 1,

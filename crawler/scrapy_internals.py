@@ -18,9 +18,9 @@ it, so an upgrade that moves one fails a unit test, not a crawl:
 * the downloader's slots, which :mod:`crawler.downloader.direct` subclasses
   (``Downloader._enqueue_request``, ``_get_slot``, ``_process_queue``, a
   slot's ``queue``, ``active``, ``transferring``, ``lastseen``,
-  ``free_transfer_slots()``, ``download_delay()``), and its middleware
-  manager's loops (``_process_request``, ``_process_response``, ``methods``,
-  ``_mw_methods_requiring_spider``, ``_spider``; :func:`raise_invalid_output`);
+  ``free_transfer_slots()``, ``download_delay()``), its middleware manager's loops
+  (``_process_request``, ``_process_response``; ``methods``, ``_spider``, ``_mw_methods_requiring_spider``,
+  the item pipeline manager's too: :mod:`crawler.pipelines.manager`; :func:`raise_invalid_output`);
 * the engine's and scraper's handling of one request, which
   :mod:`crawler.engine` runs in one task (``ExecutionEngine._start_scheduled_request``,
   which it overrides, ``_slot.add_request``, ``remove_request``, ``nextcall``,

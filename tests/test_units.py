@@ -540,6 +540,13 @@ def test_the_private_scrapy_apis_the_crawler_uses_are_where_it_expects_them() ->
     assert isinstance(manager._mw_methods_requiring_spider, set)
     source = inspect.getsource(DownloaderMiddlewareManager.download_async)
     assert "self._process_request(" in source and "self._process_response(" in source
+    # The item pipeline chain DirectItemPipelineManager runs (crawler/pipelines/manager.py).
+    from scrapy.pipelines import ItemPipelineManager
+
+    source = inspect.getsource(ItemPipelineManager.process_item_async)
+    assert '"process_item", item, add_spider=True, warn_deferred=True' in source
+    pipelines = ItemPipelineManager.from_crawler(crawler)
+    assert isinstance(pipelines.methods, dict) and isinstance(pipelines._mw_methods_requiring_spider, set)
     from scrapy.exceptions import _InvalidOutput
 
     with pytest.raises(_InvalidOutput, match="wrong"):
