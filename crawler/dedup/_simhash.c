@@ -19,7 +19,6 @@
 #include <xxhash.h>
 
 #define SHINGLE 3
-#define STACK_BYTES 512
 
 /* SPREAD[b]: byte b's 8 bits as 8 bytes of 0 or 1 (bit j in byte j), so one
    64-bit add counts 8 bits at once; 8-bit lanes are flushed every 255 features. */
@@ -48,9 +47,10 @@ flush_lanes(uint64_t lanes[8], uint32_t bits[64])
     }
 }
 
-/* The fingerprint of count tokens (text[i], size[i]) as an int, None for no tokens; NULL with an exception set. */
+/* The fingerprint of count tokens laid out in joined, one space between two (token i: size[i] bytes from
+   start[i]), as an int, None for no tokens. A shingle is then one span of joined: no copy per shingle. */
 static PyObject *
-fingerprint(const char **text, const Py_ssize_t *size, Py_ssize_t count)
+fingerprint(const char *joined, const Py_ssize_t *start, const Py_ssize_t *size, Py_ssize_t count)
 {
     if (count == 0) {
         Py_RETURN_NONE;
@@ -59,40 +59,9 @@ fingerprint(const char **text, const Py_ssize_t *size, Py_ssize_t count)
     uint64_t lanes[8] = {0};
     int pending = 0;
     Py_ssize_t features = count < SHINGLE ? count : count - SHINGLE + 1;
-    char stack[STACK_BYTES];
-    char *buffer = stack;
-    size_t capacity = STACK_BYTES;
     for (Py_ssize_t i = 0; i < features; i++) {
-        uint64_t hash;
-        if (count < SHINGLE) {
-            hash = XXH3_64bits(text[i], (size_t)size[i]);
-        } else {
-            size_t need = (size_t)(size[i] + size[i + 1] + size[i + 2]) + 2;
-            if (need > capacity) {
-                char *grown = PyMem_Malloc(need);
-                if (grown == NULL) {
-                    PyErr_NoMemory();
-                    if (buffer != stack) {
-                        PyMem_Free(buffer);
-                    }
-                    return NULL;
-                }
-                if (buffer != stack) {
-                    PyMem_Free(buffer);
-                }
-                buffer = grown;
-                capacity = need;
-            }
-            char *at = buffer;
-            memcpy(at, text[i], (size_t)size[i]);
-            at += size[i];
-            *at++ = ' ';
-            memcpy(at, text[i + 1], (size_t)size[i + 1]);
-            at += size[i + 1];
-            *at++ = ' ';
-            memcpy(at, text[i + 2], (size_t)size[i + 2]);
-            hash = XXH3_64bits(buffer, need);
-        }
+        Py_ssize_t last = count < SHINGLE ? i : i + SHINGLE - 1;
+        uint64_t hash = XXH3_64bits(joined + start[i], (size_t)(start[last] + size[last] - start[i]));
         for (int position = 0; position < 8; position++) {
             lanes[position] += SPREAD[(hash >> (8 * position)) & 0xFF];
         }
@@ -102,9 +71,6 @@ fingerprint(const char **text, const Py_ssize_t *size, Py_ssize_t count)
         }
     }
     flush_lanes(lanes, bits);
-    if (buffer != stack) {
-        PyMem_Free(buffer);
-    }
     uint64_t value = 0;
     for (int bit = 0; bit < 64; bit++) {
         if (2 * (uint64_t)bits[bit] > (uint64_t)features) {
@@ -125,15 +91,18 @@ simhash64(PyObject *module, PyObject *tokens)
     if (count == 0) {
         Py_RETURN_NONE;
     }
-    /* The UTF-8 of every token first: the list cannot change while we hash
-       (no Python code runs in between), and each is read up to 3 times. */
+    /* The tokens' UTF-8 laid out with one space between two (the list cannot change while we hash: no
+       Python code runs in between). */
     const char **text = PyMem_Malloc(sizeof(char *) * (size_t)count);
+    Py_ssize_t *start = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)count);
     Py_ssize_t *size = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)count);
+    char *joined = NULL;
     PyObject *result = NULL;
-    if (text == NULL || size == NULL) {
+    if (text == NULL || start == NULL || size == NULL) {
         PyErr_NoMemory();
         goto done;
     }
+    Py_ssize_t total = count - 1;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *token = PyList_GET_ITEM(tokens, i);
         if (!PyUnicode_Check(token)) {
@@ -144,10 +113,27 @@ simhash64(PyObject *module, PyObject *tokens)
         if (text[i] == NULL) {
             goto done;
         }
+        total += size[i];
     }
-    result = fingerprint(text, size, count);
+    joined = PyMem_Malloc((size_t)total + 1);
+    if (joined == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t at = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (i > 0) {
+            joined[at++] = ' ';
+        }
+        start[i] = at;
+        memcpy(joined + at, text[i], (size_t)size[i]);
+        at += size[i];
+    }
+    result = fingerprint(joined, start, size, count);
 done:
+    PyMem_Free(joined);
     PyMem_Free(text);
+    PyMem_Free(start);
     PyMem_Free(size);
     return result;
 }
@@ -191,20 +177,22 @@ simhash64_text(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     const unsigned char *data = PyUnicode_1BYTE_DATA(source);
     Py_ssize_t length = PyUnicode_GET_LENGTH(source);
-    /* Every word lowercased into one buffer (each word at most as long as the text); its spans. */
-    char *lowered = PyMem_Malloc((size_t)length + 1);
+    /* Every word lowercased into one buffer, one space between two (no longer than the text: two words
+       of the text have at least one character between them); the words' spans. */
+    char *joined = PyMem_Malloc((size_t)length + 1);
     Py_ssize_t spans_capacity = length / 2 + 1;
     if (max_words < spans_capacity) {
         spans_capacity = max_words;
     }
-    const char **text = PyMem_Malloc(sizeof(char *) * (size_t)(spans_capacity + 1));
+    Py_ssize_t *start = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(spans_capacity + 1));
     Py_ssize_t *size = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(spans_capacity + 1));
     PyObject *result = NULL;
-    if (lowered == NULL || text == NULL || size == NULL) {
+    if (joined == NULL || start == NULL || size == NULL) {
         PyErr_NoMemory();
         goto done;
     }
     Py_ssize_t count = 0;
+    Py_ssize_t at = 0;
     Py_ssize_t i = 0;
     while (i < length && count < spans_capacity) {
         while (i < length && !WORD[data[i]]) {
@@ -213,19 +201,21 @@ simhash64_text(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (i == length) {
             break;
         }
-        Py_ssize_t start = i;
+        if (count > 0) {
+            joined[at++] = ' ';
+        }
+        start[count] = at;
         while (i < length && WORD[data[i]]) {
-            lowered[i] = WORD[data[i]];
+            joined[at++] = WORD[data[i]];
             i++;
         }
-        text[count] = lowered + start;
-        size[count] = i - start;
+        size[count] = at - start[count];
         count++;
     }
-    result = fingerprint(text, size, count);
+    result = fingerprint(joined, start, size, count);
 done:
-    PyMem_Free(lowered);
-    PyMem_Free(text);
+    PyMem_Free(joined);
+    PyMem_Free(start);
     PyMem_Free(size);
     return result;
 }
