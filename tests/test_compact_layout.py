@@ -36,28 +36,12 @@ def signed(value: int) -> int:
 def test_lh_hash_in_lua_is_python_s_for_signed_64_bit_keys(redis_server: RedisServer) -> None:
     client = redis_server.client()
     rng = random.Random(3)
-    keys = [
-        0,
-        1,
-        -1,
-        12,
-        -12,
-        2**63 - 1,
-        -(2**63),
-        16_777_216,
-        -16_777_216,
-        10**9,
-        -(10**9),
-        999_999_999,
-        -999_999_999,
-        1_000_000_001,
-        -1_000_000_001,
-        123_456_789_012,
-        -123_456_789_012,
-    ]
+    keys = [0, 1, -1, 12, -12, 2**63 - 1, -(2**63), 16_777_216, -16_777_216, 10**9, -(10**9), 999_999_999,
+            -999_999_999, 1_000_000_001, -1_000_000_001, 123_456_789_012, -123_456_789_012]
     keys += [signed(rng.getrandbits(64)) for _ in range(300)]
     keys += [url_key(url_fingerprint(f"http://h{i}.test/p/{i}")) for i in range(100)]
-    answer = probe(client, "local out = {} for i = 1, #ARGV do out[i] = lh_hash(ARGV[i]) end return out", [], *keys)
+    answer = probe(client, "local out = {} for i = 1, #ARGV do out[i] = lh_hash(ARGV[i]) end return out", [],
+                   *keys)
     assert answer == [lh_hash(key) for key in keys]
     assert all(0 <= h < LH_MOD for h in answer)  # type: ignore[union-attr]
 
@@ -166,27 +150,9 @@ def test_many_calls_in_one_run_share_the_linear_hashing_state_and_save_it_once(r
 def test_a_url_record_packed_by_lua_is_byte_identical_to_python_s(redis_server: RedisServer) -> None:
     client = redis_server.client()
     records = [
-        UrlRecord(
-            UrlState.FETCHED,
-            1_700_000_000,
-            200,
-            b"abcd",
-            (2**64 - 1).to_bytes(8, "big"),
-            'W/"x"',
-            1_699_999_999,
-            4_000_000_000,
-            65_535,
-            65_535,
-            65_535,
-            1_800_000_000,
-            1_600_000_000,
-            1_700_000_000_999_999,
-            15,
-            255,
-            KIND_OTHER,
-            "https://a.example:8443/p?q=1",
-            "a.example",
-        ),
+        UrlRecord(UrlState.FETCHED, 1_700_000_000, 200, b"abcd", (2**64 - 1).to_bytes(8, "big"), 'W/"x"',
+                  1_699_999_999, 4_000_000_000, 65_535, 65_535, 65_535, 1_800_000_000, 1_600_000_000,
+                  1_700_000_000_999_999, 15, 255, KIND_OTHER, "https://a.example:8443/p?q=1", "a.example"),
         UrlRecord(UrlState.DEAD, 5),
         UrlRecord(UrlState.QUEUED, 0, url="http://b.example/x", host="c.example"),
     ]
@@ -300,50 +266,29 @@ def test_the_duplicate_index_finds_duplicates_across_hosts_and_shards(redis_serv
             originals = [(f"http://h{i}.example/articles/{i}-original.html", rng.getrandbits(64)) for i in range(40)]
             later = micros_of_warc_date("2026-12-02T00:00:01Z")
             for i, (url, simhash) in enumerate(originals):
-                verdict = await index.check(
-                    url,
-                    f"h{i}.example",
-                    payload_digest(url.encode()),
-                    micros_of_warc_date(f"2026-12-01T00:00:{i:02d}.123456Z"),
-                    simhash,
-                )
+                verdict = await index.check(url, f"h{i}.example", payload_digest(url.encode()),
+                                            micros_of_warc_date(f"2026-12-01T00:00:{i:02d}.123456Z"), simhash)
                 assert (verdict.duplicate_of, verdict.near_duplicate_of) == (None, None)
             for i, (url, simhash) in enumerate(originals):
                 # The same payload on another host: an exact duplicate of the first capture.
                 copy = f"http://copy{i}.example/x/{i}"
-                verdict = await index.check(
-                    copy,
-                    f"copy{i}.example",
-                    payload_digest(url.encode()),
-                    micros_of_warc_date("2026-12-02T00:00:00Z"),
-                    rng.getrandbits(64),
-                )
+                verdict = await index.check(copy, f"copy{i}.example", payload_digest(url.encode()),
+                                            micros_of_warc_date("2026-12-02T00:00:00Z"), rng.getrandbits(64))
                 assert verdict.duplicate_of == (url, f"2026-12-01T00:00:{i:02d}.123456Z")
                 # Three bits away (one in each of three blocks) on a third host: a near duplicate.
                 near = simhash ^ (1 << 3) ^ (1 << 20) ^ (1 << 40)
-                verdict = await index.check(
-                    f"http://near{i}.example/{i}", f"near{i}.example", payload_digest(f"near {i}".encode()), later, near
-                )
+                verdict = await index.check(f"http://near{i}.example/{i}", f"near{i}.example",
+                                            payload_digest(f"near {i}".encode()), later, near)
                 assert (verdict.near_duplicate_of, verdict.distance) == (url, 3)
                 # Found under block 1 only (blocks 0, 2 and 3 differ): its reference is under its block 0.
                 other = simhash ^ (1 << 60) ^ (1 << 3) ^ (1 << 20)
-                verdict = await index.check(
-                    f"http://other{i}.example/{i}",
-                    f"other{i}.example",
-                    payload_digest(f"other {i}".encode()),
-                    later,
-                    other,
-                )
+                verdict = await index.check(f"http://other{i}.example/{i}", f"other{i}.example",
+                                            payload_digest(f"other {i}".encode()), later, other)
                 assert (verdict.near_duplicate_of, verdict.distance) == (url, 3)
             # Four bits away: not a near duplicate.
             far = originals[0][1] ^ 0b1111
-            verdict = await index.check(
-                "http://far.example/",
-                "far.example",
-                payload_digest(b"far"),
-                micros_of_warc_date("2026-12-02T00:00:02Z"),
-                far,
-            )
+            verdict = await index.check("http://far.example/", "far.example", payload_digest(b"far"),
+                                        micros_of_warc_date("2026-12-02T00:00:02Z"), far)
             assert verdict.near_duplicate_of is None
         finally:
             await index.close()
@@ -371,17 +316,14 @@ def test_a_duplicate_of_a_page_still_in_flight_names_it(redis_server: RedisServe
         await other.open()
         try:
             digest = payload_digest(b"<html>the same root page</html>")
-            first = await index.check(
-                "http://a.example/", "a.example", digest, micros_of_warc_date("2026-12-05T00:00:01.5Z"), None
-            )
+            first = await index.check("http://a.example/", "a.example", digest,
+                                      micros_of_warc_date("2026-12-05T00:00:01.5Z"), None)
             assert (first.duplicate_of, first.unresolved) == (None, False)
-            copy = await index.check(
-                "http://b.example/", "b.example", digest, micros_of_warc_date("2026-12-05T00:00:02Z"), None
-            )
+            copy = await index.check("http://b.example/", "b.example", digest,
+                                     micros_of_warc_date("2026-12-05T00:00:02Z"), None)
             assert copy.duplicate_of == ("http://a.example/", "2026-12-05T00:00:01.500000Z")
-            elsewhere = await other.check(
-                "http://c.example/", "c.example", digest, micros_of_warc_date("2026-12-05T00:00:03Z"), None
-            )
+            elsewhere = await other.check("http://c.example/", "c.example", digest,
+                                          micros_of_warc_date("2026-12-05T00:00:03Z"), None)
             assert (elsewhere.duplicate_of, elsewhere.unresolved) == (None, True)
         finally:
             await index.close()
@@ -408,13 +350,8 @@ def test_a_simhash_is_filed_under_each_block_s_documented_key_and_field(redis_se
         index = DedupIndex(client, router, 3)
         await index.open()
         try:
-            verdict = await index.check(
-                url,
-                "blocks.example",
-                payload_digest(b"blocks"),
-                micros_of_warc_date("2026-12-01T00:00:00Z"),
-                int.from_bytes(simhash, "big"),
-            )
+            verdict = await index.check(url, "blocks.example", payload_digest(b"blocks"),
+                                        micros_of_warc_date("2026-12-01T00:00:00Z"), int.from_bytes(simhash, "big"))
             assert (verdict.duplicate_of, verdict.near_duplicate_of) == (None, None)
         finally:
             await index.close()
@@ -428,7 +365,7 @@ def test_a_simhash_is_filed_under_each_block_s_documented_key_and_field(redis_se
     for i in range(4):
         entry = client.hget(f"{prefix}nd:{i}:{simhash[2 * i]}", str(simhash[2 * i + 1]))
         assert entry is not None
-        assert entry[:6] == simhash[: 2 * i] + simhash[2 * i + 2 :]
+        assert entry[:6] == simhash[:2 * i] + simhash[2 * i + 2:]
         if i == 0:
             assert entry[6:] == struct.pack(">qH", url_key(url_fingerprint(url)), 0)
         else:
@@ -437,8 +374,7 @@ def test_a_simhash_is_filed_under_each_block_s_documented_key_and_field(redis_se
 
 @pytest.mark.parametrize("shards", [1, 4])
 def test_the_duplicate_check_writes_a_url_record_only_when_no_metadata_pipeline_does(
-    redis_server: RedisServer, shards: int
-) -> None:
+        redis_server: RedisServer, shards: int) -> None:
     """With the URL metadata pipeline on (``write_records=False``) the check writes no URL record (the
     pipeline's, written after it, names the first capture); without it the check writes the page's
     record itself, so a later duplicate is named either way. A duplicate (checked by another worker) of a
@@ -471,23 +407,13 @@ def test_the_duplicate_check_writes_a_url_record_only_when_no_metadata_pipeline_
                     # worker's can: test_a_duplicate_of_a_page_still_in_flight_names_it).
                     other = DedupIndex(client, router, 3, write_records=False)
                     await other.open()
-                    early = await other.check(
-                        f"http://early.example/{mode}",
-                        "early.example",
-                        digest,
-                        micros_of_warc_date("2026-12-01T00:00:01Z"),
-                        None,
-                    )
+                    early = await other.check(f"http://early.example/{mode}", "early.example", digest,
+                                              micros_of_warc_date("2026-12-01T00:00:01Z"), None)
                     await other.close()
                     assert (early.duplicate_of, early.unresolved) == (None, True)
                     await meta.record(first, host, UrlRecord(UrlState.FETCHED, 10, 200, url=first, host=host))
-                copy = await index.check(
-                    f"http://copy.example/{mode}",
-                    "copy.example",
-                    digest,
-                    micros_of_warc_date("2026-12-01T00:00:02Z"),
-                    None,
-                )
+                copy = await index.check(f"http://copy.example/{mode}", "copy.example", digest,
+                                         micros_of_warc_date("2026-12-01T00:00:02Z"), None)
                 assert copy.duplicate_of == (first, "2026-12-01T00:00:00.123456Z")
         finally:
             for index in indexes.values():
