@@ -151,9 +151,11 @@ LIBRARY_NAME = "crawler"
 #: (``BatchedScripts``, ``redisconn/batch.py``).
 _LIBRARY_MANY = """
 local function {name}_many(KEYS, ARGV)
+  if not redis then bind_globals() end
   NUMBERS, LH_RUN = {{}}, {{}}
   local replies, counts, at, total = {{}}, {{}}, 1, #ARGV
   while at <= total do
+    BATCHES_OPEN = 0
     local n = counts[ARGV[at]]
     if not n then
       n = tonumber(ARGV[at])
@@ -172,6 +174,19 @@ local function {name}_many(KEYS, ARGV)
   LH_RUN = false
   return replies
 end"""
+
+
+#: The globals the functions use, as locals of the library: a global is read through the metatable of
+#: the functions' environment (a miss in it, then the real table), a library local is an upvalue. A
+#: library is loaded where none of them exists, so they are bound at a function's first call
+#: (``bind_globals``; ``runtime_globals`` is defined before the locals, so its names are the globals).
+#: Registration keeps its own name, taken while the library loads.
+RUNTIME_GLOBALS = ("redis", "string", "math", "table", "struct", "bit", "tonumber", "tostring", "type", "unpack",
+                   "pcall", "ipairs", "pairs", "error", "select")
+_BIND_GLOBALS = f"""local register_function = redis.register_function
+local function runtime_globals() return {', '.join(RUNTIME_GLOBALS)} end
+local {', '.join(RUNTIME_GLOBALS)}
+local function bind_globals() {', '.join(RUNTIME_GLOBALS)} = runtime_globals() end"""
 
 
 def lua_text(package: str, name: str) -> str:
@@ -215,21 +230,22 @@ def compose_library(library: str, scripts: dict[str, str], many: tuple[str, ...]
     What a script keeps for one run (``NUMBERS`` in values.lua, ``LH_RUN`` in lhash.lua) is reset at each call:
     library locals outlive the call."""
     tables = _tables()
-    parts = [f"#!lua name={library}"]
+    parts = [f"#!lua name={library}", _BIND_GLOBALS]
     if common:
         parts += [f"local {table} = {{{', '.join(f'{name} = {value}' for name, value in entries.items())}}}"
                   for table, entries in tables.items()]
         parts += [f"local {name} = {value}" for name, value in _constants().items()]
         parts.append(_with_literals(prelude_text(), tables))
     else:
-        parts.append("local NUMBERS, LH_RUN = {}, false\nlocal function lh_flush() end")
+        parts.append("local NUMBERS, LH_RUN, BATCHES_OPEN = {}, false, 0\nlocal function lh_flush() end")
     registered: list[str] = []
     for name, script in scripts.items():
         shebang, _, body = script.partition("\n")
         flags = _flags(shebang, f"{library} script {name}")
         parts.append(f"local function s_{name}(KEYS, ARGV)\n{_with_literals(body, tables)}\nend")
         registered.append(_register(function_name(name, library=library),
-                                    f"function(KEYS, ARGV) NUMBERS, LH_RUN = {{}}, false "
+                                    f"function(KEYS, ARGV) if not redis then bind_globals() end "
+                                    f"NUMBERS, LH_RUN, BATCHES_OPEN = {{}}, false, 0 "
                                     f"return s_{name}(KEYS, ARGV) end", flags))
         if name in many:
             parts.append(_LIBRARY_MANY.format(name=name))
@@ -248,4 +264,4 @@ def _flags(shebang: str, where: str) -> tuple[str, ...]:
 
 def _register(name: str, callback: str, flags: tuple[str, ...]) -> str:
     listed = ", ".join(_lua_string(flag) for flag in flags)
-    return f"redis.register_function{{function_name = '{name}', callback = {callback}, flags = {{{listed}}}}}"
+    return f"register_function{{function_name = '{name}', callback = {callback}, flags = {{{listed}}}}}"
