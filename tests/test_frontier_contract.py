@@ -556,6 +556,27 @@ def test_bloom_false_positive_never_loses_a_url(run: Callable[..., None]) -> Non
     run(body)
 
 
+def test_bloom_bits_not_yet_written_never_enqueue_a_url_twice(run: Callable[..., None]) -> None:
+    """The worker writes a URL's Bloom bits after the enqueue script, in the same round trip: another
+    worker's enqueue may run in between and find the bits at 0. The exact store's answer (SADD) decides."""
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None and h.client is not None
+        url = "http://a.test/raced"
+        assert (await f.step(Step(enqueues=[entry(url)], now_ms=T0))).added == 1
+        positions = struct.unpack(f"<{SEEN.bloom_hashes}I", entry(url).bloom_positions)
+        assert all([await h.client.getbit(f.keys.bloom, p) for p in positions])  # written by the step
+        queued = (await f.counts()).queued
+        for position in positions:  # as if the first worker had not written them yet
+            await h.client.setbit(f.keys.bloom, position, 0)
+        result = await f.step(Step(enqueues=[entry(url)], now_ms=T0))
+        assert (result.added, result.duplicates, result.bloom_false_positives) == (0, 1, 0)
+        assert (await f.counts()).queued == queued
+        assert all([await h.client.getbit(f.keys.bloom, p) for p in positions])  # written again
+
+    run(body)
+
+
 def test_a_revisit_whose_record_is_gone_is_skipped(run: Callable[..., None]) -> None:
     """A queued revisit ("@<URL key>") whose URL record is gone (a damaged store) is counted and
     skipped, per host."""

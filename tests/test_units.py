@@ -724,7 +724,7 @@ def test_the_step_scripts_read_their_arguments_only_through_the_protocol() -> No
         names = [value.removeprefix("#") for value in values.group(1).split(", ")]
         assert names == list(message.reply), (script, names)
     composed = compose("#!lua", "return {ARGV[ENQUEUE.seen_load], ENQUEUE.items, ENQUEUE_ITEM.blob, ACK_ITEM.width}")
-    assert "ARGV[9]" in composed and "10, 6, 9}" in composed
+    assert "ARGV[8]" in composed and "9, 6, 9}" in composed
 
 
 def test_the_python_side_encodes_and_decodes_the_step_protocol_by_name() -> None:

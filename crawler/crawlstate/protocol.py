@@ -72,11 +72,10 @@ class Message(NamedTuple):
 #: Seen-check, budget-check, admit and enqueue URLs (``crawler/frontier/lua/enqueue.lua``).
 ENQUEUE = Message(
     "enqueue",
-    head=("prefix", "hashes", "host_budget", "domain_budget", "sketch_cells", "grouping", "admit_level",
-          "admit_new_hosts", "seen_load"),
+    head=("prefix", "hashes", "host_budget", "domain_budget", "grouping", "admit_level", "admit_new_hosts",
+          "seen_load"),
     item=("key", "lh", "host", "domain", "level", "flags", "blob"),
-    variable="the URL's politeness group when grouping is 2, then its `hashes` Bloom bit offsets, then its "
-             "`sketch_cells` in-link sketch cells",
+    variable="the URL's politeness group when grouping is 2, then its `hashes` Bloom bit offsets",
     reply=("added", "duplicates", "over_host", "over_domain", "false_positives", "refused"),
 )
 

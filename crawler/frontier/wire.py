@@ -90,23 +90,35 @@ class StepCommands:
             head = [
                 b"FCALL", self._functions["enqueue"], 1, keys.bloom, *ENQUEUE.head_args(
                     prefix=prefix, hashes=hashes, host_budget=self.config.host_page_budget,
-                    domain_budget=self.config.domain_page_budget, sketch_cells=sketched, grouping=grouping,
+                    domain_budget=self.config.domain_page_budget, grouping=grouping,
                     admit_level=admission.level, admit_new_hosts=int(admission.new_hosts),
                     seen_load=self.sizes.seen),
             ]
             fields = _ENQUEUE_FIELDS
             for start in range(0, len(enqueues), batch):
                 args: list[Any] = list(head)
+                # The Bloom bits and the in-link sketch cells of every URL sent, as plain commands after the
+                # script's call (see the enqueue script).
+                bits: list[Any] = [b"BITFIELD", keys.bloom]
+                inlinks: list[Any] = [b"BITFIELD", keys.inlinks, b"OVERFLOW", b"SAT"]
                 for e in enqueues[start : start + batch]:
                     offsets = unpack(e.bloom_positions)
                     args += fields(e)
                     if grouping == 2:
                         args.append(e.group or e.host)
                     args += offsets
+                    for offset in offsets:
+                        bits += (b"SET", b"u1", offset, b"1")
                     if sketched:
-                        args += sketch_offsets(offsets, cells)
+                        for cell in sketch_offsets(offsets, cells):
+                            inlinks += (b"INCRBY", b"u8", cell, b"1")
                 commands.append(command(*args))
                 order.append("enqueue")
+                commands.append(command(*bits))
+                order.append("bloom")
+                if sketched:
+                    commands.append(command(*inlinks))
+                    order.append("inlinks")
         if completions:
             args = [b"FCALL", self._functions["ack"], 1, keys.leases, *ACK.head_args(
                 prefix=prefix, now_ms=now_ms, **self._backoff_args, horizon_ms=self._horizon_ms,

@@ -8,11 +8,11 @@
 -- `max` entries is split in two at a time boundary; an empty one is removed.
 -- The earliest due URLs are at the start of the first bucket.
 local function due_find(P, t, ts)
-  local found = redis.call('ZREVRANGEBYSCORE', P .. K.due, ts or fmt(t), '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local found = redis.call('ZREVRANGEBYSCORE', P .. K.due, ts or fmt(t), '-inf', 'WITHSCORES', 'LIMIT', '0', '1')
   if #found > 0 then
     return found[1], tonumber(found[2])
   end
-  found = redis.call('ZRANGE', P .. K.due, 0, 0, 'WITHSCORES')
+  found = redis.call('ZRANGE', P .. K.due, '0', '0', 'WITHSCORES')
   return found[1], tonumber(found[2])
 end
 
@@ -49,7 +49,7 @@ local function due_remove(P, key, t)
     offset = offset + 8
   until #found < 16
   if offset == 8 and #found == 0 then
-    local first = redis.call('ZRANGE', P .. K.due, 0, 0)
+    local first = redis.call('ZRANGE', P .. K.due, '0', '0')
     return first[1] ~= nil and due_take(P, first[1], key)
   end
   return false

@@ -91,7 +91,7 @@ local function take(level, may_open)
   if may_open then
     return redis.call('RPOP', queue)
   end
-  local head = redis.call('LINDEX', queue, -1)
+  local head = redis.call('LINDEX', queue, '-1')
   if head and redis.call('SISMEMBER', active, host_of_entry(head)) == 1 then
     return redis.call('RPOP', queue)
   end
@@ -338,9 +338,9 @@ if taken > 0 then
   redis.call('DECRBY', P .. K.queued, taken)
 end
 
-local next_ready = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')
-local next_expiry = redis.call('ZRANGE', leases, 0, 0, 'WITHSCORES')
-local next_wake = redis.call('ZRANGE', sleeping, 0, 0, 'WITHSCORES')
+local next_ready = redis.call('ZRANGE', ready, '0', '0', 'WITHSCORES')
+local next_expiry = redis.call('ZRANGE', leases, '0', '0', 'WITHSCORES')
+local next_wake = redis.call('ZRANGE', sleeping, '0', '0', 'WITHSCORES')
 local next_at = next_ready[2] and tonumber(next_ready[2]) or -1
 if next_wake[2] and (next_at < 0 or tonumber(next_wake[2]) < next_at) then
   next_at = tonumber(next_wake[2])

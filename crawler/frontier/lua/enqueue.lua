@@ -3,8 +3,7 @@
 -- KEYS[1]: the shard's Bloom filter bitmap (anchors the script to the shard's slot)
 -- ARGV: the message ENQUEUE of crawler/crawlstate/protocol.py, read by name (ENQUEUE.<field>):
 --   the shard prefix P; the number of Bloom hashes k (hashes); the host and
---   domain page budgets (0: none); c, the in-link sketch cells per URL
---   (sketch_cells; 0: no in-link counting); politeness groups (grouping, see
+--   domain page budgets (0: none); politeness groups (grouping, see
 --   frontier/lua/hosts.lua): 0 none (a host is its own), 1 by registered
 --   domain, 2 given per request (its IP address); the lowest priority level
 --   admitted (admit_level; levels above it are refused: Redis memory is
@@ -14,8 +13,7 @@
 -- then per request, from ENQUEUE.items: the ENQUEUE_ITEM fields (URL key,
 --   64-bit, decimal; its linear-hashing hash, lh_hash; host, registered
 --   domain, level, flags, queue entry), [its group, when grouping is 2:
---   g = 1], the k Bloom bit offsets (decimal), the c sketch cells ('#<n>',
---   sketch_offsets in crawler/urls/fingerprint.py).
+--   g = 1], the k Bloom bit offsets (decimal).
 -- A host's group is recorded when a new URL of it arrives while it owns no
 -- back queue (so a host's group can change between its visits, not during one).
 --   flags bit 1: dont_filter (enqueue even if seen);
@@ -23,40 +21,43 @@
 --   for correctness, only for speed)
 -- Redis CPU is the frontier's shared resource, so: numbers arrive as the
 -- strings Redis takes; the writes of the whole call are gathered into a few
--- commands sent at the end (one BITFIELD for every sketch cell, one for every
--- new URL's Bloom bits, one LPUSH per back or front queue; each in chunks,
--- see `batch`); budget counters and the active-host test are read once per
--- call and written once per host.
+-- commands sent at the end (one LPUSH per back or front queue, in chunks, see
+-- `batch`); budget counters and the active-host test are read once per call
+-- and written once per host. The Bloom bits and the in-link sketch are not
+-- written here: the worker sends them as plain BITFIELD commands right after
+-- this call, in the same round trip, for every URL it sent (crawler/frontier/wire.py): a
+-- command's arguments cost Redis a third of what the same values cost built
+-- into a script's call.
 -- Seen check: a URL added earlier in this call is a duplicate; else a Bloom
--- bit at 0 means new; else the exact store decides (a Bloom false positive is
--- counted and the URL still enqueued). A new URL over its host's or domain's
--- budget, or refused for memory, is dropped and not recorded as seen (found
--- again later, it may be admitted then).
+-- bit at 0 means new, unless the exact store already holds it (SADD answers
+-- 0: a URL another call added, whose Bloom bits its worker had not set yet);
+-- else the exact store decides (a Bloom false positive is counted and the URL
+-- still enqueued). A new URL over its host's or domain's budget, or refused
+-- for memory, is dropped and not recorded in the exact store (found again
+-- later, it may be admitted then: its Bloom bits are set, so that counts as a
+-- Bloom false positive).
 -- A request whose host owns a back queue goes straight into it; otherwise it
 -- waits in the front queue of its level as "<host> <entry>" until the refill
 -- gives its host a back queue.
 -- Every request counts as an in-link of its URL in the sketch (P..'inlinks',
 -- see inlink_count in crawler/metadata/lua/urlmeta.lua), new or not: how often
--- the crawl has found the URL.
+-- the crawl has found the URL (the worker's BITFIELD after this call).
 -- Returns ENQUEUE's reply: {added, duplicates, over host budget, over domain
 -- budget, bloom false positives, refused for memory}.
 local P = ARGV[ENQUEUE.prefix]
 local k = tonumber(ARGV[ENQUEUE.hashes])
 local host_budget = tonumber(ARGV[ENQUEUE.host_budget])
 local domain_budget = tonumber(ARGV[ENQUEUE.domain_budget])
-local c = tonumber(ARGV[ENQUEUE.sketch_cells])
 local grouping = tonumber(ARGV[ENQUEUE.grouping])
 local admit_level = tonumber(ARGV[ENQUEUE.admit_level])
 local admit_new_hosts = ARGV[ENQUEUE.admit_new_hosts] == '1'
 local seen = lh_open(P, 'seen', P .. K.seen_exact, 'set', tonumber(ARGV[ENQUEUE.seen_load]))
 local g = grouping == 2 and 1 or 0
-local stride = ENQUEUE_ITEM.width + g + k + c
+local stride = ENQUEUE_ITEM.width + g + k
 local bloom = KEYS[1]
 local active = P .. K.active
 local host_pages = P .. K.host_pages
 local domain_pages = P .. K.domain_pages
-local set_bits = batch('BITFIELD', bloom)
-local count_inlinks = batch('BITFIELD', P .. K.inlinks, 'OVERFLOW', 'SAT')
 local groups = batch('HSET', P .. K.group)
 local grouped_now = {}
 local queues = {}
@@ -87,12 +88,6 @@ for i = ENQUEUE.items, #ARGV, stride do
   local host, domain = ARGV[i + ENQUEUE_ITEM.host], ARGV[i + ENQUEUE_ITEM.domain]
   local level, flags = num(ARGV[i + ENQUEUE_ITEM.level]), num(ARGV[i + ENQUEUE_ITEM.flags])
   local offsets = i + (ENQUEUE_ITEM.width - 1) + g  -- ARGV[offsets + j] for j = 1 .. k
-  if c > 0 then
-    local cells = offsets + k
-    for j = 1, c do
-      push4(count_inlinks, 'INCRBY', 'u8', ARGV[cells + j], '1')
-    end
-  end
   local exact = lh_key(seen, h)
   local dont_filter = flags % 2 == 1
   local exact_only = flags % 4 >= 2
@@ -131,12 +126,13 @@ for i = ENQUEUE.items, #ARGV, stride do
   end
   if status == 'new' then
     fresh[key] = true
-    for j = 1, k do
-      push4(set_bits, 'SET', 'u1', ARGV[offsets + j], '1')
-    end
     if redis.call('SADD', exact, key) == 1 then
       seen.added = seen.added + 1
+    elseif not dont_filter then
+      status = 'dup'
     end
+  end
+  if status == 'new' then
     if not dont_filter then
       host_added[host] = (host_added[host] or 0) + 1
       domain_added[domain] = (domain_added[domain] or 0) + 1
@@ -154,7 +150,7 @@ for i = ENQUEUE.items, #ARGV, stride do
     if owned then
       push1(queue(back_key(P, host, level)), ARGV[i + ENQUEUE_ITEM.blob])
     else
-      push1(queue(P .. K.front .. level), host .. ' ' .. ARGV[i + ENQUEUE_ITEM.blob])
+      push1(queue(P .. K.front .. ARGV[i + ENQUEUE_ITEM.level]), host .. ' ' .. ARGV[i + ENQUEUE_ITEM.blob])
     end
   elseif status == 'dup' then
     duplicates = duplicates + 1
@@ -166,8 +162,6 @@ for i = ENQUEUE.items, #ARGV, stride do
     refused = refused + 1
   end
 end
-flush(count_inlinks)
-flush(set_bits)
 flush(groups)
 for _, q in pairs(queues) do
   flush(q)

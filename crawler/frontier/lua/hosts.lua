@@ -58,7 +58,7 @@ end
 local function back_peek(P, host, levels)
   local base = back_base(P, host)
   for level = 0, levels - 1 do
-    local entry = redis.call('LINDEX', base .. small_decimal(level), -1)
+    local entry = redis.call('LINDEX', base .. small_decimal(level), '-1')
     if entry then
       return entry, level
     end
