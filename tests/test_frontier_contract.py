@@ -769,6 +769,10 @@ def test_the_schedule_splits_into_buckets_and_drains_in_time_order(run: Callable
         assert len(buckets) >= 600 // f.sizes.due
         for bucket in buckets:
             assert await h.client.object("encoding", f.keys.due_bucket(int(bucket))) == b"listpack"
+            # The sizes a run keeps for itself (due.lua DUE_RUN) split each bucket in time.
+            assert 0 < await h.client.zcard(f.keys.due_bucket(int(bucket))) <= f.sizes.due + 1
+        # Counted once at the end of the run, as many as were scheduled.
+        assert int(await h.client.get(f.keys.due_count)) == 600
         f = await h.reopen()
         order = []
         for step_s in range(0, 10_001, 500):

@@ -146,13 +146,13 @@ LIBRARY_NAME = "crawler"
 #: call's argument count, then its arguments; a count is read as a number once a run: calls of one
 #: script repeat it), each run by the script's own function in turn. The reply is the calls' replies in
 #: order, an error reply in place of a call that raised one (its writes before the error stay, as they
-#: would in a call of its own). Linear-hashing states stay open for the run (lhash.lua, LH_RUN) and are
-#: saved at its end. Item pipelines send their calls of one event-loop turn this way
-#: (``BatchedScripts``, ``redisconn/batch.py``).
+#: would in a call of its own). Linear-hashing states (lhash.lua, LH_RUN) and the recrawl schedule's
+#: bucket sizes and counts (due.lua, DUE_RUN) stay open for the run and are saved at its end. Item
+#: pipelines send their calls of one event-loop turn this way (``BatchedScripts``, ``redisconn/batch.py``).
 _LIBRARY_MANY = """
 local function {name}_many(KEYS, ARGV)
   if not redis then bind_globals() end
-  NUMBERS, LH_RUN = {{}}, {{}}
+  NUMBERS, LH_RUN, DUE_RUN = {{}}, {{}}, {{counts = {{}}, sizes = {{}}}}
   local replies, counts, at, total = {{}}, {{}}, 1, #ARGV
   while at <= total do
     BATCHES_OPEN = 0
@@ -171,7 +171,8 @@ local function {name}_many(KEYS, ARGV)
     at = at + n + 1
   end
   lh_flush()
-  LH_RUN = false
+  due_flush()
+  LH_RUN, DUE_RUN = false, false
   return replies
 end"""
 
@@ -227,8 +228,8 @@ def compose_library(library: str, scripts: dict[str, str], many: tuple[str, ...]
     before it starts while Redis is over ``maxmemory``); those named in ``many`` get a ``_many``
     function too (:data:`_LIBRARY_MANY`); ``<library>_version`` (no writes) answers ``version``.
 
-    What a script keeps for one run (``NUMBERS`` in values.lua, ``LH_RUN`` in lhash.lua) is reset at each call:
-    library locals outlive the call."""
+    What a script keeps for one run (``NUMBERS`` in values.lua, ``LH_RUN`` in lhash.lua, ``DUE_RUN`` in due.lua,
+    ``BATCHES_OPEN`` in writes.lua) is reset at each call: library locals outlive the call."""
     tables = _tables()
     parts = [f"#!lua name={library}", _BIND_GLOBALS]
     if common:
@@ -237,7 +238,8 @@ def compose_library(library: str, scripts: dict[str, str], many: tuple[str, ...]
         parts += [f"local {name} = {value}" for name, value in _constants().items()]
         parts.append(_with_literals(prelude_text(), tables))
     else:
-        parts.append("local NUMBERS, LH_RUN, BATCHES_OPEN = {}, false, 0\nlocal function lh_flush() end")
+        parts.append("local NUMBERS, LH_RUN, DUE_RUN, BATCHES_OPEN = {}, false, false, 0\n"
+                     "local function lh_flush() end\nlocal function due_flush() end")
     registered: list[str] = []
     for name, script in scripts.items():
         shebang, _, body = script.partition("\n")
@@ -245,7 +247,7 @@ def compose_library(library: str, scripts: dict[str, str], many: tuple[str, ...]
         parts.append(f"local function s_{name}(KEYS, ARGV)\n{_with_literals(body, tables)}\nend")
         registered.append(_register(function_name(name, library=library),
                                     f"function(KEYS, ARGV) if not redis then bind_globals() end "
-                                    f"NUMBERS, LH_RUN, BATCHES_OPEN = {{}}, false, 0 "
+                                    f"NUMBERS, LH_RUN, DUE_RUN, BATCHES_OPEN = {{}}, false, false, 0 "
                                     f"return s_{name}(KEYS, ARGV) end", flags))
         if name in many:
             parts.append(_LIBRARY_MANY.format(name=name))

@@ -7,13 +7,44 @@
 -- bucket is at or above its bound and below the next bucket's; a bucket over
 -- `max` entries is split in two at a time boundary; an empty one is removed.
 -- The earliest due URLs are at the start of the first bucket.
+
+-- What a `_many` function's run knows of the schedule (as LH_RUN in lhash.lua): the sizes of the
+-- buckets it touched (read once: most URLs of a run go to the same few buckets) and the change of
+-- each shard's count of scheduled URLs, written once at the end of the run (due_flush; the run is
+-- one call, so no other client sees the count late). False in a single call (every function sets
+-- it as it starts).
+local DUE_RUN = false
+
+-- n URLs more (or fewer) in P's schedule.
+local function due_counted(P, n)
+  if DUE_RUN then
+    DUE_RUN.counts[P] = (DUE_RUN.counts[P] or 0) + n
+  elseif n > 0 then
+    redis.call('INCR', P .. K.due_count)
+  else
+    redis.call('DECR', P .. K.due_count)
+  end
+end
+
+-- The counts a run left unwritten (due_counted), at its end.
+local function due_flush()
+  for P, n in pairs(DUE_RUN.counts) do
+    if n ~= 0 then
+      redis.call('INCRBY', P .. K.due_count, fmt(n))
+    end
+  end
+end
+
 local function due_find(P, t, ts)
   local found = redis.call('ZREVRANGEBYSCORE', P .. K.due, ts or fmt(t), '-inf', 'WITHSCORES', 'LIMIT', '0', '1')
   if #found > 0 then
-    return found[1], tonumber(found[2])
+    return found[1], found[2] + 0
   end
   found = redis.call('ZRANGE', P .. K.due, '0', '0', 'WITHSCORES')
-  return found[1], tonumber(found[2])
+  if found[1] then
+    return found[1], found[2] + 0
+  end
+  return nil, nil
 end
 
 local function due_take(P, b, key)
@@ -21,8 +52,16 @@ local function due_take(P, b, key)
   if redis.call('ZREM', bucket, key) == 0 then
     return false
   end
-  redis.call('DECR', P .. K.due_count)
-  if redis.call('EXISTS', bucket) == 0 then
+  due_counted(P, -1)
+  local sizes = DUE_RUN and DUE_RUN.sizes
+  local empty
+  if sizes and sizes[bucket] then
+    sizes[bucket] = sizes[bucket] - 1
+    empty = sizes[bucket] == 0
+  else
+    empty = redis.call('EXISTS', bucket) == 0
+  end
+  if empty then
     redis.call('ZREM', P .. K.due, b)
   end
   return true
@@ -42,7 +81,7 @@ local function due_remove(P, key, t)
       if due_take(P, found[i], key) then
         return true
       end
-      if tonumber(found[i + 1]) < t then
+      if found[i + 1] + 0 < t then
         return false
       end
     end
@@ -68,10 +107,20 @@ local function due_insert(P, key, t, max, ts)
     redis.call('ZADD', P .. K.due, ts, b)  -- below every bucket: the first one reaches down to t
   end
   local bucket = P .. K.due_bucket .. b
-  if redis.call('ZADD', bucket, ts, key) == 1 then
-    redis.call('INCR', P .. K.due_count)
+  local added = redis.call('ZADD', bucket, ts, key) == 1
+  if added then
+    due_counted(P, 1)
   end
-  local n = redis.call('ZCARD', bucket)
+  local sizes = DUE_RUN and DUE_RUN.sizes
+  local n
+  if sizes and sizes[bucket] then
+    n = sizes[bucket] + (added and 1 or 0)
+  else
+    n = redis.call('ZCARD', bucket)
+  end
+  if sizes then
+    sizes[bucket] = n
+  end
   if n <= max then
     return
   end
@@ -85,6 +134,9 @@ local function due_insert(P, key, t, max, ts)
   flush(add)
   redis.call('ZREMRANGEBYRANK', bucket, half, -1)
   redis.call('ZADD', P .. K.due, moving[2], fresh)
+  if sizes then
+    sizes[bucket], sizes[P .. K.due_bucket .. fresh] = half, n - half
+  end
 end
 
 -- A URL moved in the recrawl schedule to time t: out of where its record `r` says it is (next_visit),

@@ -37,7 +37,7 @@ local HOST_ID = URLREC_FLAG.FLAG_HOST_ID
 local function host_number(P, host)
   local id = redis.call('HGET', P .. K.host_ids, host)
   if id then
-    return tonumber(id)
+    return id + 0
   end
   id = redis.call('INCR', P .. K.host_sequence)
   if id >= 16777216 then

@@ -13,6 +13,10 @@ local function fmt(n)
   return string.format('%d', math.floor(n + 0.5))
 end
 
+-- A numeric text read where it surely is one (a number the worker or Redis wrote) is read as
+-- `text + 0`: Lua reads it with one strtod, where tonumber reads it twice (and answers nil for a text
+-- that is not a number, where `+ 0` raises).
+
 -- A number given as text (a script's argument), read once per call: Redis' Lua reads a number
 -- from text with strtod, twice in a tonumber, and the calls of a `_many` function's run
 -- (crawler/crawlstate/schema.py _LIBRARY_MANY) repeat the same settings. Every function of the library

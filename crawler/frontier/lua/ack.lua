@@ -95,11 +95,11 @@ local function dead_letter(host, level, entry, info)
 end
 
 local function complete(i, leaseno, id, level, host, floor, throttled)
-  local completed = tonumber(ARGV[i + ACK_ITEM.completed_ms])
+  local completed = ARGV[i + ACK_ITEM.completed_ms] + 0
   local action = num(ARGV[i + ACK_ITEM.action])
   local blob = ARGV[i + ACK_ITEM.blob]
   local signal = num(ARGV[i + ACK_ITEM.host_signal])
-  local at = tonumber(ARGV[i + ACK_ITEM.next_allowed_ms])
+  local at = ARGV[i + ACK_ITEM.next_allowed_ms] + 0
   local contacted = at ~= 0
   if not contacted then
     at = completed  -- never contacted: no politeness delay, no floor

@@ -84,7 +84,7 @@ local function queue(key)
 end
 local added, duplicates, over_host, over_domain, false_positives, refused = 0, 0, 0, 0, 0, 0
 for i = ENQUEUE.items, #ARGV, stride do
-  local key, h = ARGV[i + ENQUEUE_ITEM.key], tonumber(ARGV[i + ENQUEUE_ITEM.lh])
+  local key, h = ARGV[i + ENQUEUE_ITEM.key], ARGV[i + ENQUEUE_ITEM.lh] + 0
   local host, domain = ARGV[i + ENQUEUE_ITEM.host], ARGV[i + ENQUEUE_ITEM.domain]
   local level, flags = num(ARGV[i + ENQUEUE_ITEM.level]), num(ARGV[i + ENQUEUE_ITEM.flags])
   local offsets = i + (ENQUEUE_ITEM.width - 1) + g  -- ARGV[offsets + j] for j = 1 .. k

@@ -9,7 +9,7 @@ local function parse_member(member)
   if not leaseno then
     return nil
   end
-  return leaseno, tonumber(level), id, host
+  return leaseno, level + 0, id, host
 end
 
 -- The request id of a robots.txt lease: the host's robots.txt, fetched before

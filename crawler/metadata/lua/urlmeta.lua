@@ -96,12 +96,12 @@ end
 -- The next visit planned from a reply's history (as the recrawl pipeline would from the item), into
 -- the schedule and the record `r` (its caller writes it), and into the reply.
 local function schedule(r, reply)
-  local now = tonumber(ARGV[revisit + 4])
+  local now = ARGV[revisit + 4] + 0
   local due, level = revisit_plan(revisit_terms(ARGV[revisit]), reply[2], reply[3], reply[5], now, reply[4],
-                                  num(ARGV[revisit + 2]), reply[6], tonumber(ARGV[revisit + 3]),
+                                  num(ARGV[revisit + 2]), reply[6], ARGV[revisit + 3] + 0,
                                   reply[7], reply[8], reply[9])
   due_move(P, key, r, due, num(ARGV[revisit + 1]))
-  r[URLREC.level], r[URLREC.captured] = level, tonumber(ARGV[revisit + 5])
+  r[URLREC.level], r[URLREC.captured] = level, ARGV[revisit + 5] + 0
   reply[11], reply[12] = due, level
 end
 
@@ -118,7 +118,7 @@ if old_packed then
     local counts = redis.call('HMGET', quality, host .. '|n', host .. '|e', host .. '|d')
     local reply = {0, old[URLREC.observations], old[URLREC.changes], old[URLREC.fetched_at],
                    old[URLREC.first_fetch], inlink_count(),
-                   tonumber(counts[1] or '0'), tonumber(counts[2] or '0'), tonumber(counts[3] or '0'), 1, 0, 0}
+                   (counts[1] or '0') + 0, (counts[2] or '0') + 0, (counts[3] or '0') + 0, 1, 0, 0}
     if plan then
       schedule(old, reply)
       redis.call('HSET', bucket, key, record_pack(old))
@@ -177,7 +177,7 @@ end
 -- The host's quality counters (pages, errors, near duplicates).
 local pages = redis.call('HINCRBY', quality, host .. '|n', '1')
 local counts = redis.call('HMGET', quality, host .. '|e', host .. '|d')
-local errors, near = tonumber(counts[1] or '0'), tonumber(counts[2] or '0')
+local errors, near = (counts[1] or '0') + 0, (counts[2] or '0') + 0
 if flags % 2 == 1 then
   errors = redis.call('HINCRBY', quality, host .. '|e', '1')
 end
