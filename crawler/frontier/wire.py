@@ -12,6 +12,8 @@ their replies are those :mod:`crawler.crawlstate.protocol` declares, built and r
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any
 
 from crawler.crawlstate.compact import BucketSizes
@@ -38,6 +40,15 @@ def _optional_ms(value: Any) -> int | None:
 
 #: An enqueued URL's and a completed lease's fields, in the order the scripts read them.
 _ENQUEUE_FIELDS = ENQUEUE.item_getter()
+#: ``BITFIELD`` operations around an offset: a Bloom bit set, an in-link cell counted.
+_SET_BIT = (b"SET", b"u1", b"1")
+_COUNT_CELL = (b"INCRBY", b"u8", b"1")
+
+
+def _operations(operation: tuple[bytes, bytes, bytes], offsets: list[Any]) -> Iterator[Any]:
+    """``BITFIELD`` arguments: ``operation`` (its name, its type, its value) at each of ``offsets``."""
+    name, kind, value = operation
+    return chain.from_iterable(zip(repeat(name), repeat(kind), offsets, repeat(value)))
 _ACK_FIELDS = ACK.item_getter()
 
 
@@ -99,25 +110,24 @@ class StepCommands:
                 args: list[Any] = list(head)
                 # The Bloom bits and the in-link sketch cells of every URL sent, as plain commands after the
                 # script's call (see the enqueue script).
-                bits: list[Any] = [b"BITFIELD", keys.bloom]
-                inlinks: list[Any] = [b"BITFIELD", keys.inlinks, b"OVERFLOW", b"SAT"]
+                bits: list[int] = []
+                inlinks: list[str] = []
                 for e in enqueues[start : start + batch]:
                     offsets = unpack(e.bloom_positions)
                     args += fields(e)
                     if grouping == 2:
                         args.append(e.group or e.host)
                     args += offsets
-                    for offset in offsets:
-                        bits += (b"SET", b"u1", offset, b"1")
+                    bits += offsets
                     if sketched:
-                        for cell in sketch_offsets(offsets, cells):
-                            inlinks += (b"INCRBY", b"u8", cell, b"1")
+                        inlinks += sketch_offsets(offsets, cells)
                 commands.append(command(*args))
                 order.append("enqueue")
-                commands.append(command(*bits))
+                commands.append(command(b"BITFIELD", keys.bloom, *_operations(_SET_BIT, bits)))
                 order.append("bloom")
                 if sketched:
-                    commands.append(command(*inlinks))
+                    commands.append(command(b"BITFIELD", keys.inlinks, b"OVERFLOW", b"SAT",
+                                            *_operations(_COUNT_CELL, inlinks)))
                     order.append("inlinks")
         if completions:
             args = [b"FCALL", self._functions["ack"], 1, keys.leases, *ACK.head_args(
