@@ -21,14 +21,20 @@ stage's instructions per request, and the last row is the crawl path alone
 (frontier, robots.txt, seen set).
 
 Needs ``valgrind`` (Debian: ``apt-get install valgrind``). Usage:
-``python benchmarks/redis_cost.py [--pages 3000] [--stages] [--annotate N] [--checkout DIR ...]``
+``python benchmarks/redis_cost.py [--pages 3000] [--stages] [--annotate N] [--by-function] [--checkout DIR ...]``
 (``--annotate N``: the N functions of redis-server with the most instructions, their callees
-counted in, for each crawl: where Redis' time goes).
+counted in, for each crawl: where Redis' time goes). ``--by-function`` adds a crawl per checkout
+whose counts are cut after every ``FCALL`` (callgrind's ``--dump-after=fcallCommand``) and named
+from Redis' ``SLOWLOG`` (kept for every command in that crawl, which itself adds a few percent):
+the instructions per page of each of the library's functions, what the plain commands between two
+calls cost (the worker's ``BITFIELD`` after an enqueue, lease renewals) counted with the call after
+them.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import re
 import shutil
@@ -96,18 +102,45 @@ def crawl_command(seeds: Path, redis_port: int, pages: int, workdir: Path, setti
     return args
 
 
+def dump_total(dump: Path) -> int:
+    """Instructions in a callgrind dump, from its ``summary:`` line (no ``callgrind_annotate`` run)."""
+    with dump.open(errors="replace") as lines:
+        for line in lines:
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1])
+    return 0
+
+
+def by_function(dumps: list[Path], names: list[str]) -> dict[str, tuple[int, int]]:
+    """Calls and instructions of each library function: the dumps cut after each ``FCALL``, in order,
+    paired with the functions ``SLOWLOG`` names in order (the last dump, the rest of the crawl, apart)."""
+    cut = sorted((dump for dump in dumps if re.search(r"\.\d+$", dump.name)),
+                 key=lambda dump: int(dump.name.rsplit(".", 1)[1]))
+    totals: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+    for dump, name in zip(cut, names):
+        totals[name][0] += 1
+        totals[name][1] += dump_total(dump)
+    return {name: (calls, instructions) for name, (calls, instructions) in totals.items()}
+
+
 def crawl(checkout: Path, web: Web, seeds: Path, pages: int, workdir: Path,
-          settings: tuple[str, ...], annotate: int = 0) -> tuple[int, int, int, float]:
+          settings: tuple[str, ...], annotate: int = 0,
+          functions: dict[str, tuple[int, int]] | None = None) -> tuple[int, int, int, float]:
     """One crawl of ``pages`` pages against a counted redis-server: (pages, robots.txt requests,
-    instructions, seconds); ``annotate``: print that many of the functions it spent them in."""
+    instructions, seconds); ``annotate``: print that many of the functions it spent them in;
+    ``functions``: filled with each library function's calls and instructions (``--by-function``; the
+    instructions returned are then theirs, the rest of the crawl left out)."""
     port = free_port()
     out = workdir / f"callgrind.{uuid.uuid4().hex[:8]}"
+    split = ["--dump-after=fcallCommand"] if functions is not None else []
+    slowlog = ["--slowlog-log-slower-than", "0", "--slowlog-max-len", "10000000"] if functions is not None else []
     server = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+        ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}", *split,
          shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", str(workdir)],
+         "--appendonly", "no", "--dir", str(workdir), *slowlog],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
+    names: list[str] = []
     try:
         wait_port("127.0.0.1", port, 60)
         # Counted from here: start-up is not the crawl's.
@@ -124,11 +157,25 @@ def crawl(checkout: Path, web: Web, seeds: Path, pages: int, workdir: Path,
         control(server, "-i", "off")
         control(server, "-d", "crawl")
         entries = web.entries()[before:]
+        if functions is not None:
+            import redis  # the crawler's own dependency
+
+            client = redis.Redis(port=port)
+            for entry in sorted(client.slowlog_get(10_000_000), key=lambda entry: entry["id"]):
+                command = entry["command"]
+                words = command.split() if isinstance(command, bytes) else command
+                if words and words[0].lower() == b"fcall":
+                    names.append(words[1].decode())
+            client.close()
     finally:
         server.terminate()
         server.wait(timeout=120)
     dumps = [dump for dump in workdir.glob(f"{out.name}*") if dump.stat().st_size]
-    instructions = sum(program_total(dump) for dump in dumps)
+    if functions is not None:
+        functions.update(by_function(dumps, names))
+        instructions = sum(counted for _, counted in functions.values())
+    else:
+        instructions = sum(program_total(dump) for dump in dumps)
     if annotate:
         print(top_functions(dumps, annotate), flush=True)
     robots = sum(1 for entry in entries if entry.path == "/robots.txt")
@@ -144,6 +191,8 @@ def main() -> None:
     parser.add_argument("--annotate", type=int, default=0, metavar="N",
                         help="print the N functions of redis-server with the most instructions (callees counted "
                              "in), per crawl")
+    parser.add_argument("--by-function", action="store_true",
+                        help="also a crawl per checkout counted per library function (SLOWLOG on: a few %% more)")
     parser.add_argument("--checkout", type=Path, action="append", default=[],
                         help="another checkout to count the same way (repeatable)")
     args = parser.parse_args()
@@ -163,6 +212,15 @@ def main() -> None:
                                                             args.annotate)
                 print(f"{str(checkout)[-24:]:<24} {label:<27} {pages:>6} {robots:>6} {seconds:>7.0f} "
                       f"{instructions / max(1, pages) / 1000:>20.1f}", flush=True)
+            if args.by_function:
+                functions: dict[str, tuple[int, int]] = {}
+                pages, robots, instructions, seconds = crawl(checkout, web, seeds, args.pages, workdir, (),
+                                                            functions=functions)
+                print(f"{str(checkout)[-24:]:<24} {'functions (SLOWLOG on)':<27} {pages:>6} {robots:>6} "
+                      f"{seconds:>7.0f} {instructions / max(1, pages) / 1000:>20.1f}", flush=True)
+                for name, (calls, counted) in sorted(functions.items(), key=lambda item: -item[1][1]):
+                    print(f"  {name:<28} {calls / max(1, pages):8.3f} calls/page {counted / max(1, pages) / 1000:10.1f} "
+                          f"k instructions/page", flush=True)
     finally:
         web.stop()
         shutil.rmtree(workdir, ignore_errors=True)
