@@ -151,8 +151,7 @@ LIBRARY_NAME = "crawler"
 #: pipelines send their calls of one event-loop turn this way (``BatchedScripts``, ``redisconn/batch.py``).
 _LIBRARY_MANY = """
 local function {name}_many(KEYS, ARGV)
-  if not redis then bind_globals() end
-  NUMBERS, LH_RUN, DUE_RUN = {{}}, {{}}, {{counts = {{}}, sizes = {{}}}}
+  call_start(true)
   local replies, counts, at, total = {{}}, {{}}, 1, #ARGV
   while at <= total do
     BATCHES_OPEN = 0
@@ -170,10 +169,29 @@ local function {name}_many(KEYS, ARGV)
     replies[#replies + 1] = reply
     at = at + n + 1
   end
+  run_end()
+  return replies
+end"""
+
+#: A call's start and a ``_many`` run's end, once for every function of the library: the globals bound
+#: at the first call (``bind_globals``), what a call keeps for itself emptied (library locals outlive
+#: it); in a run (``run``), the linear-hashing states and the recrawl schedule's sizes and counts stay
+#: open until ``run_end`` writes them.
+_CALLS = """
+local function call_start(run)
+  if not redis then bind_globals() end
+  NUMBERS, BATCHES_OPEN = {}, 0
+  if run then
+    LH_RUN, DUE_RUN = {}, {counts = {}, sizes = {}}
+  else
+    LH_RUN, DUE_RUN = false, false
+  end
+end
+
+local function run_end()
   lh_flush()
   due_flush()
   LH_RUN, DUE_RUN = false, false
-  return replies
 end"""
 
 
@@ -240,15 +258,15 @@ def compose_library(library: str, scripts: dict[str, str], many: tuple[str, ...]
     else:
         parts.append("local NUMBERS, LH_RUN, DUE_RUN, BATCHES_OPEN = {}, false, false, 0\n"
                      "local function lh_flush() end\nlocal function due_flush() end")
+    parts.append(_CALLS)
     registered: list[str] = []
     for name, script in scripts.items():
         shebang, _, body = script.partition("\n")
         flags = _flags(shebang, f"{library} script {name}")
         parts.append(f"local function s_{name}(KEYS, ARGV)\n{_with_literals(body, tables)}\nend")
         registered.append(_register(function_name(name, library=library),
-                                    f"function(KEYS, ARGV) if not redis then bind_globals() end "
-                                    f"NUMBERS, LH_RUN, DUE_RUN, BATCHES_OPEN = {{}}, false, false, 0 "
-                                    f"return s_{name}(KEYS, ARGV) end", flags))
+                                    f"function(KEYS, ARGV) call_start(false) return s_{name}(KEYS, ARGV) end",
+                                    flags))
         if name in many:
             parts.append(_LIBRARY_MANY.format(name=name))
             registered.append(_register(function_name(name, many=True, library=library), f"{name}_many", flags))
