@@ -35,10 +35,12 @@ local function due_flush()
   end
 end
 
+-- The bucket an entry of time t goes to, and its bound: the bucket of the highest bound <= t (its
+-- bound not read: below or at t is all the caller asks), else the first one (bound above t).
 local function due_find(P, t, ts)
-  local found = redis.call('ZREVRANGEBYSCORE', P .. K.due, ts or fmt(t), '-inf', 'WITHSCORES', 'LIMIT', '0', '1')
-  if #found > 0 then
-    return found[1], found[2] + 0
+  local found = redis.call('ZREVRANGEBYSCORE', P .. K.due, ts or fmt(t), '-inf', 'LIMIT', '0', '1')
+  if found[1] then
+    return found[1], t
   end
   found = redis.call('ZRANGE', P .. K.due, '0', '0', 'WITHSCORES')
   if found[1] then

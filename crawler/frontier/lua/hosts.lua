@@ -28,27 +28,46 @@ local function back_key(P, host, level)
   return back_base(P, host) .. small_decimal(level)
 end
 
--- (Level 0 with an RPOP, the others with one LMPOP, highest first: two commands at most, where
--- an RPOP per level costs one each.)
-local function back_pop(P, host, levels)
+-- A host's back-queue keys, level 0 first ([1] .. [levels]), and the arguments of the LMPOP that
+-- pops its next entry (`pop`) and of the EXISTS that tells whether it has any (`exists`): built once
+-- per host and level count, kept in a bounded memo of two generations (the hosts of the last
+-- BACK_KEYS_MAX to 2 * BACK_KEYS_MAX built; a host claimed is acked moments later). Library locals
+-- outlive a call, and the library serves every crawl on the server: a key is the same text for
+-- the same shard prefix, host and level, whatever the crawl's state.
+local BACK_KEYS, BACK_KEYS_OLD, BACK_KEYS_COUNT, BACK_KEYS_MAX = {}, {}, 0, 4096
+
+local function back_keys(P, host, levels)
   local base = back_base(P, host)
-  local entry = redis.call('RPOP', base .. small_decimal(0))
-  if entry then
-    return entry, 0
+  local keys = BACK_KEYS[base]
+  if keys and keys.levels == levels then
+    return keys
   end
-  if levels < 2 then
-    return nil, nil
+  keys = BACK_KEYS_OLD[base]
+  if not (keys and keys.levels == levels) then
+    keys = {levels = levels, pop = {'LMPOP', small_decimal(levels)}, exists = {'EXISTS'}}
+    for level = 0, levels - 1 do
+      local key = base .. small_decimal(level)
+      keys[level + 1], keys.pop[level + 3], keys.exists[level + 2] = key, key, key
+    end
+    keys.pop[levels + 3] = 'RIGHT'
   end
-  local args = {'LMPOP', levels - 1}
-  for level = 1, levels - 1 do
-    args[level + 2] = base .. small_decimal(level)
+  if BACK_KEYS_COUNT >= BACK_KEYS_MAX then
+    BACK_KEYS_OLD, BACK_KEYS, BACK_KEYS_COUNT = BACK_KEYS, {}, 0
   end
-  args[levels + 2] = 'RIGHT'
-  local popped = redis.call(unpack(args))
+  BACK_KEYS[base], BACK_KEYS_COUNT = keys, BACK_KEYS_COUNT + 1
+  return keys
+end
+
+-- The next entry of a host's back queue, highest level first, with its level: one LMPOP over the
+-- levels (a host's entries are mostly below level 0, where an RPOP per level costs a command each).
+local function back_pop(P, host, levels)
+  local keys = back_keys(P, host, levels)
+  local popped = redis.call(unpack(keys.pop, 1, levels + 3))
   if popped then
-    for level = 1, levels - 1 do
-      if args[level + 2] == popped[1] then
-        return popped[2][1], level
+    local name = popped[1]
+    for level = 1, levels do
+      if keys[level] == name then
+        return popped[2][1], level - 1
       end
     end
   end
@@ -56,23 +75,18 @@ local function back_pop(P, host, levels)
 end
 
 local function back_peek(P, host, levels)
-  local base = back_base(P, host)
-  for level = 0, levels - 1 do
-    local entry = redis.call('LINDEX', base .. small_decimal(level), '-1')
+  local keys = back_keys(P, host, levels)
+  for level = 1, levels do
+    local entry = redis.call('LINDEX', keys[level], '-1')
     if entry then
-      return entry, level
+      return entry, level - 1
     end
   end
   return nil, nil
 end
 
 local function back_empty(P, host, levels)
-  local base = back_base(P, host)
-  local args = {'EXISTS'}
-  for level = 0, levels - 1 do
-    args[level + 2] = base .. small_decimal(level)
-  end
-  return redis.call(unpack(args)) == 0
+  return redis.call(unpack(back_keys(P, host, levels).exists, 1, levels + 1)) == 0
 end
 
 -- Politeness groups (FRONTIER_POLITENESS_KEY "domain" or "ip"): the hosts of
