@@ -46,6 +46,22 @@ def test_lh_hash_in_lua_is_python_s_for_signed_64_bit_keys(redis_server: RedisSe
     assert all(0 <= h < LH_MOD for h in answer)  # type: ignore[union-attr]
 
 
+def test_fmt_in_lua_writes_whole_numbers_as_python_does(redis_server: RedisServer) -> None:
+    """fmt (crawlstate/lua/values.lua) writes the numbers the scripts send to Redis (times in ms,
+    counts, bucket numbers) as integers, never in a float's notation; a fraction is rounded."""
+    client = redis_server.client()
+    rng = random.Random(5)
+    numbers = [0, 1, 7, 9, 10, 99, 100, 999, 1000, 1001, 1010, 10_000, 100_100, 999_999, 1_000_000, 1_000_001,
+               1_002_003_004, 999_999_999_999, 1_000_000_000_000, 1_733_456_789_123, 100_000_000_000_007,
+               999_999_999_999_999, 10**15, 10**15 + 1, 2**53, -1, -999, -1000, -1_733_456_789_123]
+    numbers += [rng.randrange(10**15) for _ in range(300)] + [rng.randrange(10**6) for _ in range(100)]
+    answer = probe(client, "local out = {} for i = 1, #ARGV do out[i] = fmt(ARGV[i] + 0) end return out", [],
+                   *numbers)
+    assert answer == [str(n).encode() for n in numbers]
+    halves = probe(client, "return {fmt(2.5), fmt(1733456789122.5), fmt(0.4), fmt(-2.5), fmt(999.5)}", [])
+    assert halves == [b"3", b"1733456789123", b"0", b"-2", b"1000"]
+
+
 def test_lh_hash_spreads_url_keys_evenly_over_buckets() -> None:
     """The hash is taken from a key's last 9 decimal digits: URL keys still fill 2^L buckets as
     evenly as a random hash does (chi-square per degree of freedom near 1; a hash of the last 3
