@@ -71,14 +71,15 @@ local function url_of(reference)
 end
 
 if digest_key ~= '' then
+  -- A new digest (most pages) is recorded by the one command that finds it new.
   local bucket = lh_key(digests, lh_hash(digest_key))
-  local first = redis.call('HGET', bucket, digest_key)
-  if first and string.sub(first, 1, 4) == string.sub(capture, 1, 4) then
-    return finish(first, url_of(string.sub(first, 5, 14)), '', -1, '', '')
-  end
-  if not first then
-    redis.call('HSET', bucket, digest_key, capture)
+  if redis.call('HSETNX', bucket, digest_key, capture) == 1 then
     digests.added = 1
+  else
+    local first = redis.call('HGET', bucket, digest_key)
+    if string.sub(first, 1, 4) == string.sub(capture, 1, 4) then
+      return finish(first, url_of(string.sub(first, 5, 14)), '', -1, '', '')
+    end
   end
 end
 if simhash == '' or blocks == '' then
