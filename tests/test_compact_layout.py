@@ -313,6 +313,43 @@ def test_the_duplicate_index_finds_duplicates_across_hosts_and_shards(redis_serv
     asyncio.run(main())
 
 
+def test_a_digest_sharing_its_index_key_with_another_is_not_its_duplicate(redis_server: RedisServer) -> None:
+    """The exact index is keyed by a digest's first 8 bytes and checks 4 more: a second payload with
+    the same key and other bytes is no duplicate, and it leaves the first capture recorded (the first
+    payload again is still a duplicate of it); a new digest is recorded at its first check."""
+    import base64
+
+    from crawler.dedup.index import DedupIndex
+    from crawler.warc.dates import micros_of_warc_date
+
+    router = ShardRouter(f"dedup-key-{random.getrandbits(32)}", 1)
+
+    def digest(raw: bytes) -> str:
+        return "sha1:" + base64.b32encode(raw).decode()
+
+    first, clash = bytes(range(20)), bytes(range(8)) + b"\xff" * 12
+
+    async def main() -> None:
+        client = Redis.from_url(redis_server.url)
+        index = DedupIndex(client, router, 3)
+        await index.open()
+        try:
+            when = micros_of_warc_date("2026-12-01T00:00:00.000000Z")
+            verdict = await index.check("http://a.example/1", "a.example", digest(first), when, None)
+            assert verdict.duplicate_of is None
+            assert await index.first_capture(digest(first)) == ("http://a.example/1", "2026-12-01T00:00:00.000000Z")
+            verdict = await index.check("http://b.example/2", "b.example", digest(clash), when + 1, None)
+            assert verdict.duplicate_of is None
+            assert await index.first_capture(digest(clash)) is None
+            verdict = await index.check("http://c.example/3", "c.example", digest(first), when + 2, None)
+            assert verdict.duplicate_of == ("http://a.example/1", "2026-12-01T00:00:00.000000Z")
+        finally:
+            await index.close()
+            await client.aclose()
+
+    asyncio.run(main())
+
+
 def test_a_duplicate_of_a_page_still_in_flight_names_it(redis_server: RedisServer) -> None:
     """With the URL metadata pipeline on, a page's URL record is written after its WARC record: a copy
     checked meanwhile (two identical pages in flight at once) is still a duplicate of the first, named from
