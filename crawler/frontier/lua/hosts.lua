@@ -28,12 +28,13 @@ local function back_key(P, host, level)
   return back_base(P, host) .. small_decimal(level)
 end
 
--- A host's back-queue keys, level 0 first ([1] .. [levels]), and the arguments of the LMPOP that
--- pops its next entry (`pop`) and of the EXISTS that tells whether it has any (`exists`): built once
--- per host and level count, kept in a bounded memo of two generations (the hosts of the last
--- BACK_KEYS_MAX to 2 * BACK_KEYS_MAX built; a host claimed is acked moments later). Library locals
--- outlive a call, and the library serves every crawl on the server: a key is the same text for
--- the same shard prefix, host and level, whatever the crawl's state.
+-- A host's back-queue keys as the arguments of the LMPOP that pops its next entry: {'LMPOP', levels,
+-- the key of level 0 .. the key of level levels - 1, 'RIGHT'} (a key's level l is at l + 3), built
+-- once per host and level count, kept in a bounded memo of two generations: the hosts of the last
+-- BACK_KEYS_MAX to 2 * BACK_KEYS_MAX built, about 0.7 KB each in the functions' Lua memory (6 MB at
+-- most); a host claimed is acked moments later. Library locals outlive a call, and the library
+-- serves every crawl on the server: a key is the same text for the same shard prefix, host and
+-- level, whatever the crawl's state.
 local BACK_KEYS, BACK_KEYS_OLD, BACK_KEYS_COUNT, BACK_KEYS_MAX = {}, {}, 0, 4096
 
 local function back_keys(P, host, levels)
@@ -44,12 +45,11 @@ local function back_keys(P, host, levels)
   end
   keys = BACK_KEYS_OLD[base]
   if not (keys and keys.levels == levels) then
-    keys = {levels = levels, pop = {'LMPOP', small_decimal(levels)}, exists = {'EXISTS'}}
+    keys = {'LMPOP', small_decimal(levels), levels = levels}
     for level = 0, levels - 1 do
-      local key = base .. small_decimal(level)
-      keys[level + 1], keys.pop[level + 3], keys.exists[level + 2] = key, key, key
+      keys[level + 3] = base .. small_decimal(level)
     end
-    keys.pop[levels + 3] = 'RIGHT'
+    keys[levels + 3] = 'RIGHT'
   end
   if BACK_KEYS_COUNT >= BACK_KEYS_MAX then
     BACK_KEYS_OLD, BACK_KEYS, BACK_KEYS_COUNT = BACK_KEYS, {}, 0
@@ -62,12 +62,12 @@ end
 -- levels (a host's entries are mostly below level 0, where an RPOP per level costs a command each).
 local function back_pop(P, host, levels)
   local keys = back_keys(P, host, levels)
-  local popped = redis.call(unpack(keys.pop, 1, levels + 3))
+  local popped = redis.call(unpack(keys, 1, levels + 3))
   if popped then
     local name = popped[1]
-    for level = 1, levels do
-      if keys[level] == name then
-        return popped[2][1], level - 1
+    for level = 0, levels - 1 do
+      if keys[level + 3] == name then
+        return popped[2][1], level
       end
     end
   end
@@ -76,17 +76,17 @@ end
 
 local function back_peek(P, host, levels)
   local keys = back_keys(P, host, levels)
-  for level = 1, levels do
-    local entry = redis.call('LINDEX', keys[level], '-1')
+  for level = 0, levels - 1 do
+    local entry = redis.call('LINDEX', keys[level + 3], '-1')
     if entry then
-      return entry, level - 1
+      return entry, level
     end
   end
   return nil, nil
 end
 
 local function back_empty(P, host, levels)
-  return redis.call(unpack(back_keys(P, host, levels).exists, 1, levels + 1)) == 0
+  return redis.call('EXISTS', unpack(back_keys(P, host, levels), 3, levels + 2)) == 0
 end
 
 -- Politeness groups (FRONTIER_POLITENESS_KEY "domain" or "ip"): the hosts of
