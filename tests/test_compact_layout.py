@@ -62,6 +62,30 @@ def test_fmt_in_lua_writes_whole_numbers_as_python_does(redis_server: RedisServe
     assert halves == [b"3", b"1733456789123", b"0", b"-2", b"1000"]
 
 
+def test_back_queue_keys_memo_answers_the_keys_through_its_generations(redis_server: RedisServer) -> None:
+    """back_keys (frontier/lua/hosts.lua) keeps a host's back-queue keys in a memo of two generations:
+    the keys are the ones back_key writes, for a host built again after both generations turned over,
+    for one still in the old generation, and for the same host with another level count."""
+    client = redis_server.client()
+    body = """
+    local P, wrong = ARGV[1], {}
+    local function same(host, levels)
+      local keys = back_keys(P, host, levels)
+      if keys[1] ~= 'LMPOP' or keys[2] ~= tostring(levels) or keys[levels + 3] ~= 'RIGHT' then
+        wrong[#wrong + 1] = host
+      end
+      for level = 0, levels - 1 do
+        if keys[level + 3] ~= back_key(P, host, level) then wrong[#wrong + 1] = host .. ':' .. level end
+      end
+    end
+    for i = 1, 20000 do same('h' .. i .. '.example', 4) end
+    for i = 1, 20000, 97 do same('h' .. i .. '.example', 4) end
+    for i = 19990, 20000 do same('h' .. i .. '.example', 4); same('h' .. i .. '.example', 6) end
+    same('h1.example', 1)
+    return wrong"""
+    assert probe(client, body, [], "frontier:{memo}:0:") == []
+
+
 def test_lh_hash_spreads_url_keys_evenly_over_buckets() -> None:
     """The hash is taken from a key's last 9 decimal digits: URL keys still fill 2^L buckets as
     evenly as a random hash does (chi-square per degree of freedom near 1; a hash of the last 3
