@@ -40,6 +40,7 @@ def _optional_ms(value: Any) -> int | None:
 
 #: An enqueued URL's and a completed lease's fields, in the order the scripts read them.
 _ENQUEUE_FIELDS = ENQUEUE.item_getter()
+_ACK_FIELDS = ACK.item_getter()
 #: ``BITFIELD`` operations around an offset: a Bloom bit set, an in-link cell counted.
 _SET_BIT = (b"SET", b"u1", b"1")
 _COUNT_CELL = (b"INCRBY", b"u8", b"1")
@@ -49,7 +50,6 @@ def _operations(operation: tuple[bytes, bytes, bytes], offsets: list[Any]) -> It
     """``BITFIELD`` arguments: ``operation`` (its name, its type, its value) at each of ``offsets``."""
     name, kind, value = operation
     return chain.from_iterable(zip(repeat(name), repeat(kind), offsets, repeat(value)))
-_ACK_FIELDS = ACK.item_getter()
 
 
 class StepCommands:
