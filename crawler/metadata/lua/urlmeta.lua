@@ -83,6 +83,10 @@ end
 local function inlink_count()
   if cells == 0 then
     return 0
+  elseif cells == 4 then  -- the worker's count (SKETCH_CELLS): the call without a table
+    local c = redis.call('BITFIELD_RO', P .. K.inlinks, 'GET', 'u8', ARGV[10], 'GET', 'u8', ARGV[11],
+                         'GET', 'u8', ARGV[12], 'GET', 'u8', ARGV[13])
+    return math.min(c[1], c[2], c[3], c[4])
   end
   local args = {'BITFIELD_RO', P .. K.inlinks}
   for i = 10, 9 + cells do
