@@ -135,7 +135,7 @@ async def throughput(
             except Dropped:
                 continue
             fingerprint = url_fingerprint(normalized)
-            blob = codec.encode_link(normalized, "parse", {"depth": 1})
+            blob = codec.encode_link(normalized, host, "parse", {"depth": 1})
             entries.append(frontier.entry(fingerprint, host, domains(host), 1, blob))
         if in_flight is not None:
             result = await in_flight

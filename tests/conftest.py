@@ -179,7 +179,7 @@ def mockweb_factory(tmp_path: Path) -> Iterator:  # type: ignore[type-arg]
 
 
 #: The mock web is on loopback addresses, which the crawler refuses by default.
-#: A seen set sized for a test, not for 100 million URLs (~114 MiB of Bloom
+#: A seen set sized for a test, not for 100 million URLs (~125 MiB of Bloom
 #: filter); crawl data (WARC files, embedded Redis) outside the repository.
 TEST_SETTINGS: dict[str, object] = {
     "ALLOW_PRIVATE_NETWORKS": True,

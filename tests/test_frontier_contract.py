@@ -577,6 +577,37 @@ def test_bloom_bits_not_yet_written_never_enqueue_a_url_twice(run: Callable[...,
     run(body)
 
 
+def test_a_crawls_bloom_hash_count_is_its_own(contract_redis: RedisServer, crawl_id: str) -> None:
+    """The first worker records the filter's size and hash count; a worker with other settings keeps
+    them, and a crawl recorded before counts were keeps the count its size gave (positions it set)."""
+    from scrapy.settings import Settings
+
+    from crawler.frontier.seen import bits_for
+    from crawler.frontier.sizing import crawl_sizes
+
+    def settings(hashes: int, expected: int) -> Settings:
+        return Settings({"SEEN_BLOOM_HASHES": hashes, "SEEN_EXPECTED_URLS": expected, "SEEN_FALSE_POSITIVE_RATE": 0.01,
+                         "PRIORITY_INLINK_CELLS": 4096})
+
+    async def main() -> None:
+        client = Redis.from_url(contract_redis.url)
+        try:
+            router = ShardRouter(crawl_id)
+            first = await crawl_sizes(client, router, settings(4, 100_000), 0)
+            assert (first.seen.bloom_bits, first.seen.bloom_hashes) == (bits_for(100_000, 0.01, 4), 4)
+            other = await crawl_sizes(client, router, settings(7, 300_000), 0)
+            assert (other.seen.bloom_bits, other.seen.bloom_hashes) == (first.seen.bloom_bits, 4)
+            # A crawl recorded before: its size only (sized for 7 hashes then).
+            old = ShardRouter(crawl_id + "old")
+            await client.hset(old.crawl_keys.crawl_key("meta"), "bloom_bits", bits_for(100_000, 0.01, 7))
+            kept = await crawl_sizes(client, old, settings(4, 100_000), 0)
+            assert (kept.seen.bloom_bits, kept.seen.bloom_hashes) == (bits_for(100_000, 0.01, 7), 7)
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())
+
+
 def test_a_revisit_whose_record_is_gone_is_skipped(run: Callable[..., None]) -> None:
     """A queued revisit ("@<URL key>") whose URL record is gone (a damaged store) is counted and
     skipped, per host."""

@@ -2,7 +2,7 @@
 
 A redis-server with ``maxmemory 64mb`` (noeviction) holds the whole crawl: the
 Bloom filter and in-link sketch are sized within the limit (the default
-``SEEN_EXPECTED_URLS`` of 100 million would need ~114 MiB), and near the limit
+``SEEN_EXPECTED_URLS`` of 100 million would need ~125 MiB), and near the limit
 the crawl admits fewer new URLs instead of meeting an out-of-memory error.
 ``FRONTIER_PAGE_BYTES`` (what a queued URL will take once fetched) is set
 high so that a short crawl reaches the admission thresholds: the policy counts

@@ -376,3 +376,42 @@ def test_a_base_href_over_two_lines() -> None:
 
     html = '<html><head><base href=" http://other.test/\n  base/ "></head><body><a href="p">x</a></body></html>'
     assert LinkExtractor().extract(html.encode(), "http://page.test/") == ["http://other.test/  base/p"]
+
+
+@pytest.mark.parametrize("hashes", [2, 4, 7])
+def test_the_bloom_filter_keeps_its_false_positive_rate_at_any_hash_count(hashes: int) -> None:
+    """The filter is sized so ``SEEN_BLOOM_HASHES`` hashes give ``SEEN_FALSE_POSITIVE_RATE`` once the
+    expected URLs are in: fill one with that many URLs, then count the new URLs that read "maybe"."""
+    from crawler.frontier.seen import SeenConfig
+    from crawler.urls import bloom_offsets, url_fingerprint
+
+    expected, rate = 20_000, 0.01
+    seen = SeenConfig.from_settings(Settings({"SEEN_EXPECTED_URLS": expected, "SEEN_FALSE_POSITIVE_RATE": rate,
+                                              "SEEN_BLOOM_HASHES": hashes}))
+    assert seen.bloom_hashes == hashes
+    bits = bytearray(seen.bloom_bits // 8 + 1)
+    for i in range(expected):
+        for p in bloom_offsets(url_fingerprint(f"http://in.test/{i}"), seen.bloom_bits, hashes):
+            bits[p >> 3] |= 1 << (p & 7)
+    maybe = sum(
+        all(bits[p >> 3] >> (p & 7) & 1 for p in bloom_offsets(url_fingerprint(f"http://new.test/{i}"),
+                                                               seen.bloom_bits, hashes))
+        for i in range(expected)
+    )
+    assert 0.8 * rate < maybe / expected < 1.2 * rate  # the old size (9.6 bits) with 4 hashes: 1.3%
+
+
+def test_fewer_bloom_hashes_take_more_bits_and_the_count_is_checked() -> None:
+    from crawler.frontier.seen import SeenConfig
+
+    def seen(**values: object) -> SeenConfig:
+        return SeenConfig.from_settings(Settings({"SEEN_EXPECTED_URLS": 100_000_000, **values}))
+
+    default, optimum = seen(), seen(SEEN_BLOOM_HASHES=7)
+    assert default.bloom_hashes == 4
+    assert round(default.bits_per_url, 1) == 10.5
+    assert round(optimum.bits_per_url, 1) == 9.6  # m / n ln 2 = 7: the fewest bits for 1%
+    assert seen(SEEN_BLOOM_HASHES=2).bits_per_url > default.bits_per_url > optimum.bits_per_url
+    for bad in (0, 33, "four"):
+        with pytest.raises(ConfigurationError, match="SEEN_BLOOM_HASHES"):
+            seen(SEEN_BLOOM_HASHES=bad)

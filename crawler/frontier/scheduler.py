@@ -224,7 +224,7 @@ class FrontierScheduler(BaseScheduler):
         FrontierContext.for_crawler(self.crawler).attach(self.intake, self)
         logger.info(
             "Frontier %r open on %s: %d shard%s, min delay %.3g s, delay factor %.3g, %d priority levels %s, "
-            "%d active hosts, lease %.0f s, %s mode; Redis memory limit %s, Bloom filter %.1f MiB per shard",
+            "%d active hosts, lease %.0f s, %s mode; Redis memory limit %s, Bloom filter %.1f MiB per shard, %d hashes",
             self.config.crawl_id,
             self.provider.url,
             count,
@@ -238,6 +238,7 @@ class FrontierScheduler(BaseScheduler):
             self.mode.value,
             f"{sizes.memory_limit / 2**20:,.0f} MiB" if sizes.memory_limit else "none",
             sizes.seen.bloom_bits / 8 / 2**20,
+            sizes.seen.bloom_hashes,
         )
 
     async def _open_shards(self, client: AnyRedis) -> tuple[CrawlSizes, list[RedisFrontier]]:

@@ -1,13 +1,17 @@
 """The URL-seen set: a Bloom filter in front of an exact store, both in Redis.
 
 * The **Bloom filter** is one Redis bitmap of ``m`` bits with ``k`` hash
-  positions per URL, sized from ``SEEN_EXPECTED_URLS`` (n) and
-  ``SEEN_FALSE_POSITIVE_RATE`` (p): ``m = -n ln p / (ln 2)^2`` and
-  ``k = round(m / n ln 2)`` (100 million URLs at 1%: 9.6 bits per URL, about
-  114 MiB, 7 hashes), and at most ``SEEN_BLOOM_SHARE`` of the Redis memory
-  limit (a smaller filter answers "maybe" more often; the exact store keeps
-  the answer right). Its size is fixed when the crawl starts (recorded in
-  the crawl's metadata). The positions are computed client-side
+  positions per URL: ``k`` is ``SEEN_BLOOM_HASHES`` (4), and ``m`` the size at
+  which ``k`` hashes answer "maybe" for a new URL at ``SEEN_FALSE_POSITIVE_RATE``
+  (p) once ``SEEN_EXPECTED_URLS`` (n) are in: ``m = -k n / ln(1 - p^(1/k))``
+  (100 million URLs at 1%: 10.5 bits per URL, about 125 MiB), and at most
+  ``SEEN_BLOOM_SHARE`` of the Redis memory limit (a smaller filter answers
+  "maybe" more often; the exact store keeps the answer right). Fewer hashes
+  than the optimal ``m / n ln 2`` (7 at 1%: 9.6 bits per URL) cost a little
+  memory and save Redis CPU: every hash is a bit Redis sets for each new URL
+  and reads for each known one (docs/benchmarks.md, "Four Bloom hashes").
+  Its size and hash count are fixed when the crawl starts (recorded in the
+  crawl's metadata). The positions are computed client-side
   (:func:`crawler.urls.bloom_positions`). A bit that is 0 means "surely new".
 * The **exact store** holds every URL's 64-bit key in intset buckets (8
   bytes per URL) that grow by linear hashing (``crawlstate/lua/lhash.lua``), so they
@@ -24,7 +28,7 @@ new" and is then found in the exact store as the script adds it: a duplicate.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scrapy.settings import BaseSettings
 
@@ -33,6 +37,20 @@ from crawler.settings_parsing import get_float, get_int
 
 #: Redis refuses bit offsets at or past 2^32.
 MAX_BLOOM_BITS = 2**32 - 1
+#: Hashes per URL: the default (``SEEN_BLOOM_HASHES``) and the most (``POSITIONS`` packs up to 32).
+DEFAULT_HASHES = 4
+MAX_HASHES = 32
+
+
+def bits_for(expected_urls: int, false_positive_rate: float, hashes: int) -> int:
+    """Bits at which ``hashes`` hashes of ``expected_urls`` URLs set a share ``p^(1/k)`` of the filter, so a
+    new URL finds its ``k`` bits all set (a false "maybe") at ``false_positive_rate`` (p)."""
+    return math.ceil(-expected_urls * hashes / math.log(1 - false_positive_rate ** (1 / hashes)))
+
+
+def legacy_hashes(expected_urls: int, bits: int) -> int:
+    """The hash count of a crawl recorded before the count was: its size's optimum, ``m / n ln 2``."""
+    return max(1, min(MAX_HASHES, round(bits / expected_urls * math.log(2))))
 
 
 @dataclass(frozen=True)
@@ -43,25 +61,25 @@ class SeenConfig:
     bloom_hashes: int
 
     @classmethod
-    def sized(cls, expected_urls: int, false_positive_rate: float, max_bytes: int = 0) -> SeenConfig:
-        """The filter for ``expected_urls`` at ``false_positive_rate``, at most ``max_bytes`` (0: no cap)."""
-        bits = math.ceil(-expected_urls * math.log(false_positive_rate) / math.log(2) ** 2)
+    def sized(
+        cls, expected_urls: int, false_positive_rate: float, max_bytes: int = 0, hashes: int = DEFAULT_HASHES
+    ) -> SeenConfig:
+        """The filter of ``hashes`` hashes for ``expected_urls`` at ``false_positive_rate``, at most
+        ``max_bytes`` (0: no cap)."""
+        bits = bits_for(expected_urls, false_positive_rate, hashes)
         if bits > MAX_BLOOM_BITS:
             raise ConfigurationError(
                 "SEEN_EXPECTED_URLS",
                 f"a Bloom filter for {expected_urls} URLs at {false_positive_rate} needs {bits} bits; "
-                f"a Redis bitmap holds at most 2^32 (about 440 million URLs at 1%): shard the crawl",
+                f"a Redis bitmap holds at most 2^32 (about 400 million URLs at 1%): shard the crawl",
             )
         if max_bytes:
             bits = max(8 * 1024, min(bits, max_bytes * 8))
-        hashes = max(1, min(32, round(bits / expected_urls * math.log(2))))
         return cls(expected_urls, false_positive_rate, bits, hashes)
 
-    @classmethod
-    def of_bits(cls, expected_urls: int, false_positive_rate: float, bits: int) -> SeenConfig:
-        """A filter of ``bits`` bits (a crawl's recorded size)."""
-        hashes = max(1, min(32, round(bits / expected_urls * math.log(2))))
-        return cls(expected_urls, false_positive_rate, bits, hashes)
+    def recorded(self, bits: int, hashes: int) -> SeenConfig:
+        """This filter at a crawl's recorded size and hash count."""
+        return replace(self, bloom_bits=bits, bloom_hashes=hashes)
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> SeenConfig:
@@ -69,7 +87,8 @@ class SeenConfig:
         rate = get_float(settings, "SEEN_FALSE_POSITIVE_RATE", minimum=1e-9)
         if rate >= 0.5:
             raise ConfigurationError("SEEN_FALSE_POSITIVE_RATE", f"must be below 0.5, got {rate}")
-        return cls.sized(expected, rate)
+        hashes = get_int(settings, "SEEN_BLOOM_HASHES", minimum=1, maximum=MAX_HASHES)
+        return cls.sized(expected, rate, hashes=hashes)
 
     @property
     def bits_per_url(self) -> float:

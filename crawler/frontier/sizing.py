@@ -1,14 +1,16 @@
 """A crawl's fixed sizes (its Bloom filters and in-link sketches), chosen once, within its memory limit.
 
 The Bloom filter of each shard is sized for its share of
-``SEEN_EXPECTED_URLS`` at ``SEEN_FALSE_POSITIVE_RATE``, and at most
+``SEEN_EXPECTED_URLS`` at ``SEEN_FALSE_POSITIVE_RATE`` with
+``SEEN_BLOOM_HASHES`` hashes, and at most
 ``SEEN_BLOOM_SHARE`` of the memory limit (``REDIS_MEMORY_LIMIT`` or the
 server's maxmemory; on a cluster, per primary, shared by the shards it
 holds); the in-link sketch has ``PRIORITY_INLINK_CELLS`` cells per shard, at
 most a sixteenth of the limit. Both are recorded in the crawl's metadata by
 the first worker and read from there by every other, so a worker with other
 settings, or a later run with another limit, keeps the crawl's own sizes (the
-filter's bit positions depend on its size). A limit too small for these fixed
+filter's bit positions depend on its size). A crawl recorded before the hash
+count was keeps the count its size gave then (the size's optimum). A limit too small for these fixed
 costs stops the crawl before it starts, with the figure it needs.
 """
 
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING
 from scrapy.settings import BaseSettings
 
 from crawler.exceptions import ConfigurationError
-from crawler.frontier.seen import SeenConfig
+from crawler.frontier.seen import SeenConfig, legacy_hashes
 from crawler.redisconn.memory import primaries, server_memory
 from crawler.settings_parsing import get_float, get_int
 
@@ -64,7 +66,7 @@ def planned_sizes(settings: BaseSettings, shards: int, per_node: int, limit: int
     wanted = SeenConfig.from_settings(settings)
     expected = max(wanted.expected_urls // shards, 1000)
     bloom_cap = int(limit * get_float(settings, "SEEN_BLOOM_SHARE", minimum=0.001) / per_node) if limit else 0
-    seen = SeenConfig.sized(expected, wanted.false_positive_rate, bloom_cap)
+    seen = SeenConfig.sized(expected, wanted.false_positive_rate, bloom_cap, wanted.bloom_hashes)
     cells = get_int(settings, "PRIORITY_INLINK_CELLS", minimum=0)
     if limit and cells:
         cells = max(1024, min(cells, limit // 16 // per_node))
@@ -99,10 +101,15 @@ async def crawl_sizes(
     per_node = math.ceil(router.count / nodes)
     seen, cells = planned_sizes(settings, router.count, per_node, limit)
     key = router.crawl_keys.crawl_key("meta")
+    recorded = _int(await client.hget(key, "bloom_bits"))
+    # The hash count before the size: a size without a count is a crawl recorded before counts were.
+    await client.hsetnx(key, "bloom_hashes", seen.bloom_hashes if recorded is None
+                        else legacy_hashes(seen.expected_urls, recorded))
     await client.hsetnx(key, "bloom_bits", seen.bloom_bits)
     await client.hsetnx(key, "inlink_cells", cells)
     bits = _int(await client.hget(key, "bloom_bits")) or seen.bloom_bits
+    hashes = _int(await client.hget(key, "bloom_hashes")) or seen.bloom_hashes
     cells = _int(await client.hget(key, "inlink_cells")) or 0
-    sizes = CrawlSizes(SeenConfig.of_bits(seen.expected_urls, seen.false_positive_rate, bits), cells, limit)
+    sizes = CrawlSizes(seen.recorded(bits, hashes), cells, limit)
     check_fits(sizes, per_node, memory.server)
     return sizes

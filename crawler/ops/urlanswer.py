@@ -124,9 +124,8 @@ def _positions(lookup: Lookup, fingerprint: bytes, meta: dict[str, str]) -> byte
     bits = int(meta.get("bloom_bits") or 0)
     if not bits:
         return b""
-    planned = SeenConfig.from_settings(lookup.settings)
-    seen = SeenConfig.of_bits(planned.expected_urls, planned.false_positive_rate, bits)
-    return bloom_positions(fingerprint, bits, seen.bloom_hashes)
+    hashes = int(meta.get("bloom_hashes") or 0) or SeenConfig.from_settings(lookup.settings).bloom_hashes
+    return bloom_positions(fingerprint, bits, hashes)
 
 
 async def _seen(client: AnyRedis, keys: ShardKeys, positions: bytes, key: int) -> dict[str, Any]:
