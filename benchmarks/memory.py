@@ -261,9 +261,11 @@ def report(samples: list[Sample], hosts: int) -> dict[str, Any]:
 
 
 def bloom_bytes(urls: float, rate: float = 0.01) -> float:
-    import math
+    """The Bloom filter for ``urls`` at ``rate`` with the shipped hash count (``SEEN_BLOOM_HASHES``)."""
+    from crawler.defaults import SEEN_BLOOM_HASHES
+    from crawler.frontier.seen import bits_for
 
-    return -urls * math.log(rate) / math.log(2) ** 2 / 8
+    return bits_for(int(urls), rate, SEEN_BLOOM_HASHES) / 8
 
 
 def print_report(result: dict[str, Any], samples: list[Sample]) -> None:
