@@ -9,9 +9,10 @@ holds); the in-link sketch has ``PRIORITY_INLINK_CELLS`` cells per shard, at
 most a sixteenth of the limit. Both are recorded in the crawl's metadata by
 the first worker and read from there by every other, so a worker with other
 settings, or a later run with another limit, keeps the crawl's own sizes (the
-filter's bit positions depend on its size). A crawl recorded before the hash
-count was keeps the count its size gave then (the size's optimum). A limit too small for these fixed
-costs stops the crawl before it starts, with the figure it needs.
+filter's bit positions depend on its size and count). A crawl recorded before
+the hash count was keeps the count its size gave then (the size's optimum). A
+limit too small for these fixed costs stops the crawl before it starts, with
+the figure it needs.
 """
 
 from __future__ import annotations

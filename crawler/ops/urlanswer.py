@@ -124,6 +124,8 @@ def _positions(lookup: Lookup, fingerprint: bytes, meta: dict[str, str]) -> byte
     bits = int(meta.get("bloom_bits") or 0)
     if not bits:
         return b""
+    # No count recorded: a crawl no worker of this version has opened yet, whose filter was set at its
+    # size's optimum count (7 at the defaults): double hashing makes these its first positions.
     hashes = int(meta.get("bloom_hashes") or 0) or SeenConfig.from_settings(lookup.settings).bloom_hashes
     return bloom_positions(fingerprint, bits, hashes)
 
