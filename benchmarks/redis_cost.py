@@ -21,14 +21,19 @@ stage's instructions per request, and the last row is the crawl path alone
 (frontier, robots.txt, seen set).
 
 Needs ``valgrind`` (Debian: ``apt-get install valgrind``). Usage:
-``python benchmarks/redis_cost.py [--pages 3000] [--stages] [--annotate N] [--by-function] [--checkout DIR ...]``
+``python benchmarks/redis_cost.py [--pages 3000] [--stages] [--annotate N] [--by-function] [--timed]
+[--checkout DIR ...]``
 (``--annotate N``: the N functions of redis-server with the most instructions, their callees
 counted in, for each crawl: where Redis' time goes). ``--by-function`` adds a crawl per checkout
 whose counts are cut after every ``FCALL`` (callgrind's ``--dump-after=fcallCommand``) and named
 from Redis' ``SLOWLOG`` (kept for every command in that crawl, which itself adds a few percent):
 the instructions per page of each of the library's functions, what the plain commands between two
 calls cost (the worker's ``BITFIELD`` after an enqueue, lease renewals) counted with the call after
-them.
+them. ``--timed`` adds a crawl per checkout against a redis-server run natively (no valgrind, no
+append-only file) that prints each library function's microseconds per page (``SLOWLOG``) and
+every command's calls and microseconds per page (``INFO commandstats``: those the functions run
+count too), so a function's time splits into its commands and its Lua. These are clock times: read
+them as shares, and compare checkouts with the instruction counts.
 """
 
 from __future__ import annotations
@@ -182,6 +187,54 @@ def crawl(checkout: Path, web: Web, seeds: Path, pages: int, workdir: Path,
     return len(entries) - robots, robots, instructions, seconds
 
 
+def timed(checkout: Path, web: Web, seeds: Path, pages: int, workdir: Path) -> str:
+    """One crawl of ``pages`` pages against a native redis-server: each library function's and each
+    command's time per page (``--timed``), as a table."""
+    import redis  # the crawler's own dependency
+
+    port = free_port()
+    server = subprocess.Popen(
+        [shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no", "--dir", str(workdir), "--slowlog-log-slower-than", "0",
+         "--slowlog-max-len", "10000000"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_port("127.0.0.1", port, 60)
+        env = dict(os.environ, PYTHONPATH=str(checkout))
+        env.pop("REDIS_URL", None)
+        before = len(web.entries())
+        run = subprocess.run(crawl_command(seeds, port, pages, workdir), cwd=checkout, env=env,
+                             capture_output=True, text=True, check=False)
+        if run.returncode != 0:
+            raise RuntimeError(f"crawl failed ({run.returncode}):\n{run.stderr[-3000:]}")
+        entries = web.entries()[before:]
+        fetched = max(1, sum(1 for entry in entries if entry.path != "/robots.txt"))
+        client = redis.Redis(port=port)
+        functions: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+        for entry in client.slowlog_get(10_000_000):
+            words = entry["command"].split()
+            if len(words) > 1 and words[0].lower() == b"fcall":
+                functions[words[1].decode()][0] += 1
+                functions[words[1].decode()][1] += entry["duration"]
+        commands = client.info("commandstats")
+        client.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    lines = [f"  {fetched} pages (robots.txt requests' work counted in); functions (SLOWLOG), per page:"]
+    for name, (calls, usec) in sorted(functions.items(), key=lambda item: -item[1][1]):
+        lines.append(f"  {name:<28} {calls / fetched:8.3f} calls {usec / fetched:8.2f} us")
+    inner = sorted(((stats["usec"] / fetched, stats["calls"] / fetched, name.removeprefix("cmdstat_"))
+                    for name, stats in commands.items()
+                    if not name.startswith(("cmdstat_fcall", "cmdstat_slowlog", "cmdstat_function", "cmdstat_config",
+                                            "cmdstat_info"))), reverse=True)
+    lines.append(f"  commands (INFO commandstats; inside the functions too), per page: "
+                 f"{sum(calls for _, calls, _ in inner):.1f} calls, {sum(usec for usec, _, _ in inner):.2f} us")
+    lines += [f"  {name:<28} {calls:8.3f} calls {usec:8.2f} us" for usec, calls, name in inner[:20]]
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="redis-server instructions per request (callgrind)")
     parser.add_argument("--pages", type=int, default=3000, help="pages per crawl (CLOSESPIDER_PAGECOUNT)")
@@ -193,6 +246,9 @@ def main() -> None:
                              "in), per crawl")
     parser.add_argument("--by-function", action="store_true",
                         help="also a crawl per checkout counted per library function (SLOWLOG on: a few %% more)")
+    parser.add_argument("--timed", action="store_true",
+                        help="also a crawl per checkout against a native redis-server: each function's and each "
+                             "command's microseconds per page (SLOWLOG, INFO commandstats)")
     parser.add_argument("--checkout", type=Path, action="append", default=[],
                         help="another checkout to count the same way (repeatable)")
     args = parser.parse_args()
@@ -221,6 +277,9 @@ def main() -> None:
                 for name, (calls, counted) in sorted(functions.items(), key=lambda item: -item[1][1]):
                     print(f"  {name:<28} {calls / max(1, pages):8.3f} calls/page {counted / max(1, pages) / 1000:10.1f} "
                           f"k instructions/page", flush=True)
+            if args.timed:
+                print(f"{str(checkout)[-24:]:<24} timed (native redis-server)", flush=True)
+                print(timed(checkout, web, seeds, args.pages, workdir), flush=True)
     finally:
         web.stop()
         shutil.rmtree(workdir, ignore_errors=True)
