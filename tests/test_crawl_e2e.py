@@ -263,6 +263,9 @@ def test_two_workers_share_one_frontier(
         (["-a", "urls=http://127.0.0.1:9/"], {"REDIS_PARAMS": '{{"pasword": "x"}}'}, ["REDIS_PARAMS", "unknown key"]),
         (["-a", "urls=http://127.0.0.1:9/"], {"METRICS_PORT": "{busy}"}, ["METRICS_PORT", "cannot listen on"]),
         (["-a", "urls=http://127.0.0.1:9/"], {"METRICS_PORT": "70000"}, ["METRICS_PORT", "not a TCP port"]),
+        (["-a", "urls=http://127.0.0.1:9/"], {"SEEN_BLOOM_HASHES": "0"}, ["SEEN_BLOOM_HASHES", "at least 1"]),
+        (["-a", "urls=http://127.0.0.1:9/"], {"SEEN_EXPECTED_URLS": "1000000000"},
+         ["SEEN_EXPECTED_URLS", "SEEN_BLOOM_HASHES", "FRONTIER_SHARDS"]),
     ],
 )
 def test_bad_configuration_is_one_clear_line(

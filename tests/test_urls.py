@@ -415,3 +415,18 @@ def test_fewer_bloom_hashes_take_more_bits_and_the_count_is_checked() -> None:
     for bad in (0, 33, "four"):
         with pytest.raises(ConfigurationError, match="SEEN_BLOOM_HASHES"):
             seen(SEEN_BLOOM_HASHES=bad)
+
+
+def test_each_shard_s_bloom_filter_must_fit_a_redis_bitmap() -> None:
+    """A crawl too large for one bitmap is refused with what to change; its shards each size their own."""
+    from crawler.frontier.seen import bits_for
+    from crawler.frontier.sizing import planned_sizes
+
+    billion = Settings({"SEEN_EXPECTED_URLS": 1_000_000_000})
+    with pytest.raises(ConfigurationError, match="SEEN_EXPECTED_URLS") as refused:
+        planned_sizes(billion, 1, 1, 0)
+    assert "SEEN_BLOOM_HASHES" in str(refused.value) and "FRONTIER_SHARDS" in str(refused.value)
+    seen, _ = planned_sizes(billion, 4, 4, 0)
+    assert (seen.bloom_bits, seen.bloom_hashes) == (bits_for(250_000_000, 0.01, 4), 4)
+    with pytest.raises(ConfigurationError, match="SEEN_EXPECTED_URLS"):  # one hash: 99.5 bits per URL
+        planned_sizes(Settings({"SEEN_BLOOM_HASHES": 1}), 1, 1, 0)

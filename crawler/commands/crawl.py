@@ -99,6 +99,7 @@ def preflight(settings: BaseSettings, spider_cls: type, spider_name: str, spider
     FrontierConfig.from_settings(settings, crawl_id)
     redis_config = RedisConfig.from_settings(settings, crawl_id)
     shards = shard_count(settings, cluster=bool(redis_config.cluster_nodes))
+    planned_sizes(settings, shards, shards, 0)  # each shard's Bloom filter fits a Redis bitmap
     if redis_config.url is None:
         if shutil.which(redis_config.server_binary) is None:
             raise ConfigurationError(

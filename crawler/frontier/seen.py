@@ -68,10 +68,12 @@ class SeenConfig:
         ``max_bytes`` (0: no cap)."""
         bits = bits_for(expected_urls, false_positive_rate, hashes)
         if bits > MAX_BLOOM_BITS:
+            most = MAX_BLOOM_BITS * expected_urls // bits
             raise ConfigurationError(
                 "SEEN_EXPECTED_URLS",
-                f"a Bloom filter for {expected_urls} URLs at {false_positive_rate} needs {bits} bits; "
-                f"a Redis bitmap holds at most 2^32 (about 400 million URLs at 1%): shard the crawl",
+                f"a Bloom filter for {expected_urls} URLs at {false_positive_rate} with {hashes} hashes "
+                f"(SEEN_BLOOM_HASHES) needs {bits} bits; a Redis bitmap holds at most 2^32, about {most:,} URLs "
+                f"at this rate and hash count: shard the crawl (FRONTIER_SHARDS)",
             )
         if max_bytes:
             bits = max(8 * 1024, min(bits, max_bytes * 8))
@@ -88,7 +90,8 @@ class SeenConfig:
         if rate >= 0.5:
             raise ConfigurationError("SEEN_FALSE_POSITIVE_RATE", f"must be below 0.5, got {rate}")
         hashes = get_int(settings, "SEEN_BLOOM_HASHES", minimum=1, maximum=MAX_HASHES)
-        return cls.sized(expected, rate, hashes=hashes)
+        # The whole crawl's filter, unchecked: each shard's is sized (and checked) for its share.
+        return cls(expected, rate, bits_for(expected, rate, hashes), hashes)
 
     @property
     def bits_per_url(self) -> float:
