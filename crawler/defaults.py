@@ -119,7 +119,8 @@ SEEN_FALSE_POSITIVE_RATE = 0.01
 SEEN_BLOOM_SHARE = 0.125
 # Bloom hashes (bits) per URL, 1-32, fixed when the crawl starts: each is a bit Redis sets for every new
 # URL and reads for every known one. The filter is sized so this many give the false-positive rate:
-# 4 take 10.5 bits per URL at 1%, 10% more than the fewest (9.6 bits, 7 hashes), for 4% less Redis CPU.
+# 4 take 10.5 bits per URL at 1%, 10% more than the fewest (9.6 bits, 7 hashes), for 5% fewer Redis
+# instructions per page.
 # The in-link sketch counts a URL in its first four positions (fewer below 4).
 SEEN_BLOOM_HASHES = 4
 # Seconds between two looks at Redis memory (the admission of new URLs near the limit).
