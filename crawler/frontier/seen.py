@@ -32,13 +32,13 @@ from dataclasses import dataclass, replace
 
 from scrapy.settings import BaseSettings
 
+from crawler import defaults
 from crawler.exceptions import ConfigurationError
 from crawler.settings_parsing import get_float, get_int
 
 #: Redis refuses bit offsets at or past 2^32.
 MAX_BLOOM_BITS = 2**32 - 1
-#: Hashes per URL: the default (``SEEN_BLOOM_HASHES``) and the most (``POSITIONS`` packs up to 32).
-DEFAULT_HASHES = 4
+#: Hashes per URL at most (``POSITIONS`` packs up to 32).
 MAX_HASHES = 32
 
 
@@ -62,7 +62,8 @@ class SeenConfig:
 
     @classmethod
     def sized(
-        cls, expected_urls: int, false_positive_rate: float, max_bytes: int = 0, hashes: int = DEFAULT_HASHES
+        cls, expected_urls: int, false_positive_rate: float, max_bytes: int = 0,
+        hashes: int = defaults.SEEN_BLOOM_HASHES,
     ) -> SeenConfig:
         """The filter of ``hashes`` hashes for ``expected_urls`` at ``false_positive_rate``, at most
         ``max_bytes`` (0: no cap)."""
