@@ -68,7 +68,7 @@ def main() -> None:
     for label, extra in (("default Redis config", []),
                          ("embedded server config", ["--hash-max-listpack-entries", "512",
                                                      "--hash-max-listpack-value", "128"])):
-        with scratch_redis(*extra) as (_, port):
+        with scratch_redis(*extra, layout=False) as (_, port):
             asyncio.run(measure(port, args.urls, args.per_host, label))
 
 

@@ -11,6 +11,9 @@ redis-server's instructions per page fetched (its robots.txt requests, a
 steady share on the few hosts of ``--hosts``, counted in). Under
 callgrind Redis runs some 30 times slower, so the crawl is Redis-bound and
 takes about a minute per 3,000 pages; what it does per page is the same.
+redis-server runs with the embedded server's encoding settings
+(``crawler/crawlstate/encodings.py``), as under ``make crawl``: the bucket
+sizes, and so the work per page, follow them.
 
 ``--checkout DIR`` (repeatable) crawls the same web with the code of another
 checkout too (a ``git worktree`` or clone with its C extensions built), one
@@ -56,6 +59,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from throughput import Web, headline_webs, wait_port  # noqa: E402
 
+from crawler.crawlstate.encodings import server_arguments  # noqa: E402
 from support.mockweb import free_port  # noqa: E402
 
 #: The pipeline's Redis users turned off one more at a time (``--stages``).
@@ -142,7 +146,7 @@ def crawl(checkout: Path, web: Web, seeds: Path, pages: int, workdir: Path,
     server = subprocess.Popen(
         ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}", *split,
          shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", str(workdir), *slowlog],
+         "--appendonly", "no", "--dir", str(workdir), *server_arguments(), *slowlog],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     names: list[str] = []
@@ -195,7 +199,7 @@ def timed(checkout: Path, web: Web, seeds: Path, pages: int, workdir: Path) -> s
     port = free_port()
     server = subprocess.Popen(
         [shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", str(workdir), "--slowlog-log-slower-than", "0",
+         "--appendonly", "no", "--dir", str(workdir), *server_arguments(), "--slowlog-log-slower-than", "0",
          "--slowlog-max-len", "10000000"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )

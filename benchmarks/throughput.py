@@ -23,7 +23,10 @@ third of the crawl time to 90% of it), redis-server's CPU per page, the
 tree's (workers + redis-server: the mock web stands for the other machines),
 pages per CPU-second of the tree, peak RSS, and politeness violations from
 the mock web's log (overlaps; start-to-start gaps below the delay in force,
-audited against the shipped policy in the polite runs).
+audited against the shipped policy in the polite runs). The frontier's
+redis-server has the embedded server's encoding settings
+(``crawler/crawlstate/encodings.py``) and an append-only file, as under
+``make crawl``.
 
 Usage: ``python benchmarks/throughput.py [--seconds 30] [--hosts 2000] [--worker-hosts 5000] [--rounds 3]
 [--skip-plain] [--skip-stages] [--workers-only] [--pairs N] [--compare-clients] [--compare-reactor]`` (``make bench``). Not a test: numbers
@@ -54,6 +57,7 @@ sys.path.insert(0, str(ROOT))
 import psutil  # noqa: E402
 import redis  # noqa: E402
 
+from crawler.crawlstate.encodings import server_arguments  # noqa: E402
 from support.bytecode import compile_package  # noqa: E402
 from support.mockweb import LogEntry, WebSpec, delay_audit, free_port, host_ip, read_log, render_page, spec_arguments  # noqa: E402
 
@@ -139,7 +143,8 @@ class Services:
         self.redis = subprocess.Popen(
             [shutil.which("redis-server") or "redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1",
              "--dir", str(workdir), "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
-             "--auto-aof-rewrite-percentage", "0", "--logfile", str(workdir / "redis.log")],
+             "--auto-aof-rewrite-percentage", "0", "--logfile", str(workdir / "redis.log"),
+             *server_arguments()],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         wait_port("127.0.0.1", self.redis_port)

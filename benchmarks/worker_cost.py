@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from redis_cost import crawl_command  # noqa: E402
 from throughput import Web, headline_webs, wait_port  # noqa: E402
 
+from crawler.crawlstate.encodings import server_arguments  # noqa: E402
 from support.mockweb import free_port  # noqa: E402
 
 
@@ -87,7 +88,7 @@ def main() -> None:
     redis_port = free_port()
     server = subprocess.Popen(
         [shutil.which("redis-server") or "redis-server", "--port", str(redis_port), "--bind", "127.0.0.1",
-         "--save", "", "--appendonly", "no", "--dir", str(workdir)],
+         "--save", "", "--appendonly", "no", "--dir", str(workdir), *server_arguments()],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import random
 import struct
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,12 +16,14 @@ import redis
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from crawler.crawlstate.compact import LH_MOD, LinearHash, lh_hash
+from crawler.crawlstate.compact import LH_MOD, BucketSizes, LinearHash, lh_hash
+from crawler.crawlstate.encodings import SERVER_CONFIG, server_config_problems
 from crawler.crawlstate.keys import LAYOUT_VERSION, ShardKeys
 from crawler.crawlstate.library import compose
 from crawler.crawlstate.shards import ShardRouter, check_crawl_metadata
 from crawler.exceptions import ConfigurationError
 from crawler.metadata.record import KIND_OTHER, UrlRecord, UrlState
+from crawler.redisconn.embedded import EmbeddedRedisServer
 from crawler.urls import url_fingerprint, url_key
 from tests.conftest import RedisServer
 
@@ -499,3 +502,45 @@ def test_the_duplicate_check_writes_a_url_record_only_when_no_metadata_pipeline_
             await client.aclose()
 
     asyncio.run(main())
+
+
+def test_the_server_settings_check_names_what_an_external_server_lacks_and_what_it_has_too_much_of() -> None:
+    shipped = {name: str(value) for name, value in SERVER_CONFIG.items()}
+    assert server_config_problems(shipped) == []
+    assert BucketSizes.from_config(shipped).due == 64
+    # A limit of 1024 (what the embedded server used before 2026-12-06) keeps the ready heap and the
+    # leases as listpacks, scanned on every write: named, with the most the frontier wants.
+    problems = server_config_problems({**shipped, "zset-max-listpack-entries": "1024"})
+    assert len(problems) == 1
+    assert problems[0].startswith("zset-max-listpack-entries 1024 (the frontier wants at most 128")
+    # Redis' own defaults: what each compact bucket lacks, and nothing about the sorted sets (128).
+    defaults = {"set-max-intset-entries": "512", "hash-max-listpack-entries": "128",
+                "hash-max-listpack-value": "64", "zset-max-listpack-entries": "128", "list-compress-depth": "0"}
+    named = [problem.split()[0] for problem in server_config_problems(defaults)]
+    assert named == ["set-max-intset-entries", "hash-max-listpack-entries", "hash-max-listpack-value",
+                     "list-compress-depth"]
+
+
+def test_the_embedded_server_runs_with_the_layout_s_settings(tmp_path: Path) -> None:
+    """The embedded server (make crawl's) has every setting of SERVER_CONFIG; on it, a recrawl-schedule
+    bucket of the size the frontier gives it stays a listpack, and a sorted set with an entry per host
+    past 128 hosts (the ready heap) is a skip list."""
+    server = EmbeddedRedisServer(tmp_path / "redis")
+
+    async def check() -> None:
+        await server.start()
+        try:
+            client = Redis.from_url(server.url)
+            config = await client.config_get("*")
+            for name, value in SERVER_CONFIG.items():
+                assert int(config[name]) == value, name
+            due = BucketSizes.from_config(config).due
+            await client.zadd("bucket", {str(member): 1_800_000_000 for member in range(due + 1)})
+            await client.zadd("ready", {f"127.0.{n // 250}.{n % 250}": 1_800_000_000_000 + n for n in range(200)})
+            assert await client.object("encoding", "bucket") == b"listpack"
+            assert await client.object("encoding", "ready") == b"skiplist"
+            await client.aclose()
+        finally:
+            await server.stop()
+
+    asyncio.run(check())

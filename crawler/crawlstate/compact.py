@@ -88,8 +88,8 @@ class BucketSizes:
     its tail: a record inserted with its bucket's upkeep costs Redis 8.7 us at 32 against 11.3 at
     128, for 2 bytes more key overhead per record); a recrawl-schedule bucket is split as soon as
     it passes its size, half the limit but at most 128 (``ZADD`` scans a listpack too: 10 us into
-    512 members against 3 into 128). The defaults suit Redis' own defaults; :meth:`from_config`
-    sizes them for a server's settings."""
+    512 members against 3 into 128; the limit the layout wants, 128, gives 64). The defaults suit
+    Redis' own defaults; :meth:`from_config` sizes them for a server's settings."""
 
     seen: int = 128
     records: int = 8
@@ -144,8 +144,8 @@ async def bucket_sizes(client: Any, key: str, *, external: bool) -> BucketSizes:
     if external:
         problems = server_config_problems(config)
         if problems:
-            logger.warning("The Redis server's settings keep the crawl's state less compact than it could be "
-                           "(more memory per URL): %s. See docs/sizing.md.", "; ".join(problems))
+            logger.warning("The Redis server's settings are not those the crawl's layout is sized for (more "
+                           "memory per URL, or more Redis CPU per page): %s. See docs/sizing.md.", "; ".join(problems))
     return BucketSizes.from_config(config)
 
 

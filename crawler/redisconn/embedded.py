@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from crawler.crawlstate.encodings import SERVER_CONFIG
+from crawler.crawlstate.encodings import server_arguments
 from crawler.exceptions import ConfigurationError, FrontierUnavailableError
 
 logger = logging.getLogger(__name__)
@@ -106,8 +106,8 @@ class EmbeddedRedisServer:
             "--pidfile", str(self.directory / "redis.pid"),
             "--logfile", str(self.log_path),
             "--daemonize", "no",
-            # What the compact layout is sized for (crawler/redisconn/encodings.py).
-            *(arg for name, value in SERVER_CONFIG.items() for arg in (f"--{name}", str(value))),
+            # What the compact layout is sized for (crawler/crawlstate/encodings.py).
+            *server_arguments(),
             "--maxmemory", str(self.maxmemory),
             "--maxmemory-policy", "noeviction",
         ]
