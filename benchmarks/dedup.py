@@ -8,7 +8,12 @@ words -> SimHash of 3-shingles (crawler.dedup.text) -> the shared Redis index
 (crawler.dedup.index, block permutation). The bases are indexed first; each
 near copy should find its base; each unrelated article should find nothing.
 
-Usage: ``python benchmarks/dedup.py [--bases 2000]`` (starts its own redis-server).
+``--fill N`` first indexes N pages of random SimHashes (as a crawl of N pages would have), then
+prints redis-server's CPU per lookup of the corpus, so that the index's cost at a crawl's size is
+seen, not only at its start.
+
+Usage: ``python benchmarks/dedup.py [--bases 2000] [--fill 0]`` (starts its own redis-server, with
+the embedded server's settings).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import psutil  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
 from selectolax.lexbor import LexborHTMLParser  # noqa: E402
 
@@ -30,9 +36,12 @@ from benchmarks.scratch_redis import scratch_redis  # noqa: E402
 from crawler.crawlstate.shards import ShardRouter  # noqa: E402
 from crawler.dedup.index import DedupIndex  # noqa: E402
 from crawler.dedup.text import content_simhash, visible_text, words  # noqa: E402
+from crawler.warc.dates import micros_of_warc_date  # noqa: E402
 from crawler.warc.digests import payload_digest  # noqa: E402
 
 EDITS = ("timestamp", "banner", "token", "all three")
+#: The pages' capture time (epoch microseconds, as the pipeline gives it).
+CAPTURED = micros_of_warc_date("2026-11-30T00:00:00Z")
 
 
 def article(rng: random.Random) -> list[str]:
@@ -78,7 +87,18 @@ def breakdown(base_pages: list[bytes], copies: list[tuple[int, bytes]], rng: ran
         print(f"  breakdown, {changed} word(s) of the article itself changed: within 3 bits {within(edited, 10):.3f}")
 
 
-async def run(bases: int, port: int) -> None:
+async def fill(index: DedupIndex, start: int, end: int, rng: random.Random) -> None:
+    """Index pages ``start`` to ``end`` of random SimHashes (each a distinct payload), in batches as a
+    crawl's pipeline sends them."""
+    for batch in range(start, end, 1000):
+        await asyncio.gather(*[
+            index.check(f"http://fill/{n}", "fill", payload_digest(b"fill %d" % n), CAPTURED,
+                        rng.getrandbits(64))
+            for n in range(batch, min(end, batch + 1000))
+        ])
+
+
+async def run(bases: int, port: int, server: psutil.Process, filled: int) -> None:
     rng = random.Random(42)
     client = Redis(host="127.0.0.1", port=port)
     for _ in range(100):
@@ -102,17 +122,27 @@ async def run(bases: int, port: int) -> None:
 
     async def check_all(items: list[tuple[str, bytes, int | None]]) -> list[object]:
         return await asyncio.gather(*[
-            index.check(url, url.split("/")[2], payload_digest(body), "2026-11-30T00:00:00Z", sh)
+            index.check(url, url.split("/")[2], payload_digest(body), CAPTURED, sh)
             for url, body, sh in items
         ])
 
+    if filled:
+        # The last sixth of the fill, measured: redis-server's CPU per page at about that size.
+        await fill(index, 0, filled - filled // 6, rng)
+        server_cpu = sum(server.cpu_times()[:2])
+        await fill(index, filled - filled // 6, filled, rng)
+        server_cpu = sum(server.cpu_times()[:2]) - server_cpu
+        print(f"fill: redis-server {1e6 * server_cpu / (filled // 6):.1f} us CPU per page (check + record) "
+              f"while the index grew from {filled - filled // 6:,} to {filled:,} pages")
     await check_all([(f"http://b/{i}", html, sh) for i, (html, sh) in enumerate(zip(base_pages, base_hashes))])
     wall = time.perf_counter()
+    server_cpu = sum(server.cpu_times()[:2])
     copy_verdicts = await check_all([(f"http://c/{i}", html, sh) for i, ((_, html), sh) in
                                      enumerate(zip(copies, copy_hashes))])
     unrelated_verdicts = await check_all([(f"http://u/{i}", html, sh) for i, (html, sh) in
                                           enumerate(zip(unrelated, unrelated_hashes))])
     elapsed = time.perf_counter() - wall
+    server_cpu = sum(server.cpu_times()[:2]) - server_cpu
     true_positive = sum(1 for (b, _), v in zip(copies, copy_verdicts) if v.near_duplicate_of == f"http://b/{b}")
     wrong_match = sum(1 for (b, _), v in zip(copies, copy_verdicts)
                       if v.near_duplicate_of not in (None, f"http://b/{b}"))
@@ -129,7 +159,9 @@ async def run(bases: int, port: int) -> None:
     print(f"distance <= 3: precision {precision:.4f}, recall {recall:.4f} "
           f"(found {true_positive}/{len(copies)}; false positives {false_positive})")
     print("  recall by edit: " + ", ".join(f"{e} {n / (len(copies) / 4):.3f}" for e, n in by_edit.items()))
-    print(f"lookups: {2 * bases / elapsed:,.0f} per second (check + record, one process, batched)")
+    print(f"lookups: {2 * bases / elapsed:,.0f} per second (check + record, one process, batched); "
+          f"redis-server {1e6 * server_cpu / (2 * bases):.1f} us CPU per lookup, the index holding "
+          f"{filled + bases:,} pages")
     breakdown(base_pages, copies, rng)
     await index.close()
     await client.aclose()
@@ -142,9 +174,10 @@ def words_of(html: bytes) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bases", type=int, default=2000)
+    parser.add_argument("--fill", type=int, default=0, help="pages of random SimHashes indexed first")
     args = parser.parse_args()
-    with scratch_redis() as (_, port):
-        asyncio.run(run(args.bases, port))
+    with scratch_redis() as (process, port):
+        asyncio.run(run(args.bases, port, psutil.Process(process.pid), args.fill))
 
 
 if __name__ == "__main__":

@@ -414,9 +414,10 @@ def test_a_duplicate_of_a_page_still_in_flight_names_it(redis_server: RedisServe
 
 
 def test_a_simhash_is_filed_under_each_block_s_documented_key_and_field(redis_server: RedisServer) -> None:
-    """Block i of a SimHash is field <low byte> of hash P..'nd:<i>:<high byte>' (decimal), its entry
-    the 6 bytes outside the block, and under block 0 the page's URL key and shard too: bytes of one,
-    two and three digits and 0 and 255, written by the script's table of byte decimals."""
+    """Block i of a SimHash is field <low byte mod 16> of hash P..'nd:<i>:<high byte>:<low byte div 16>'
+    (decimal), its entry the 6 bytes outside the block, and under block 0 the page's URL key and shard
+    too: bytes of one, two and three digits and 0 and 255, written by the script's table of byte
+    decimals."""
     from crawler.dedup.index import DedupIndex
     from crawler.warc.dates import micros_of_warc_date
     from crawler.warc.digests import payload_digest
@@ -441,9 +442,11 @@ def test_a_simhash_is_filed_under_each_block_s_documented_key_and_field(redis_se
     client = redis_server.client()
     prefix = router.keys[0].prefix
     written = {key.decode() for key in client.scan_iter(f"{prefix}nd:*")}
-    assert written == {f"{prefix}nd:{i}:{simhash[2 * i]}" for i in range(4)}
+    # Block i's two bytes: the high byte and the low byte's high nibble name the hash (16 fields each),
+    # its low nibble the field.
+    assert written == {f"{prefix}nd:{i}:{simhash[2 * i]}:{simhash[2 * i + 1] // 16}" for i in range(4)}
     for i in range(4):
-        entry = client.hget(f"{prefix}nd:{i}:{simhash[2 * i]}", str(simhash[2 * i + 1]))
+        entry = client.hget(f"{prefix}nd:{i}:{simhash[2 * i]}:{simhash[2 * i + 1] // 16}", str(simhash[2 * i + 1] % 16))
         assert entry is not None
         assert entry[:6] == simhash[:2 * i] + simhash[2 * i + 2:]
         if i == 0:

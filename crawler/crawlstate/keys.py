@@ -31,8 +31,9 @@ NAMESPACE = "frontier"
 #: The layout of a crawl's keys and records. A crawl started with another layout is refused
 #: (``check_crawl_metadata``): its keys would be misread. 1: one key per URL, host and
 #: duplicate; 2: compact (linear hashing by the low 24 bits of a URL key, states "L s n");
-#: 3: linear hashing by the key's last 9 decimal digits, binary states.
-LAYOUT_VERSION = 3
+#: 3: linear hashing by the key's last 9 decimal digits, binary states; 4: the near-duplicate index
+#: in hashes of 16 fields (``nd:<block>:<high byte>:<low byte div 16>``), where each held 256.
+LAYOUT_VERSION = 4
 
 
 #: Slots searched for a shard's tag (see :func:`shard_tag`).

@@ -109,8 +109,8 @@ SHARD_KEYS: dict[str, KeySpec] = {
                      "(linear hashing, state lh:url)", "page"),
     "digests": KeySpec("dx:", "hash", "<bucket>: payload digest key -> first capture, one bucket of the exact "
                         "duplicate index (linear hashing, state lh:dx)", "page"),
-    "near": KeySpec("nd:", "hash", "<block>:<high byte>: low byte -> SimHashes with that 16-bit block (the "
-                     "near-duplicate index)", "page"),
+    "near": KeySpec("nd:", "hash", "<block>:<high byte>:<low byte div 16>: low byte mod 16 -> SimHashes with "
+                     "that 16-bit block (the near-duplicate index)", "page"),
     "host_ids": KeySpec("hostid", "hash", "host -> its number in the shard's URL records", "host", table=True),
     "host_names": KeySpec("hostname", "hash", "host number -> host", "host", table=True),
     "host_sequence": KeySpec("hostseq", "string", "the last host number given"),

@@ -20,10 +20,14 @@
 -- Near: the 64-bit SimHash is cut into 4 blocks of 16 bits; two hashes within
 -- distance 3 share at least one block (pigeonhole), so the candidates are the
 -- SimHashes filed under this page's blocks (Manku, Jain, Das Sarma, WWW 2007):
--- block i of value v is in hash P..K.near..'<i>:<v div 256>', field v mod
--- 256, a string of entries: the 6 bytes of the SimHash outside block i (the
--- block's 2 bytes are the key and field), and under block 0 its reference
--- too (16-byte entries). The closest candidate within the distance wins.
+-- block i of value v is in hash P..K.near..'<i>:<v div 256>:<v div 16 mod 16>',
+-- field v mod 16, a string of entries: the 6 bytes of the SimHash outside
+-- block i (the block's 2 bytes are the key and field), and under block 0 its
+-- reference too (16-byte entries). The closest candidate within the distance
+-- wins. A hash holds 16 fields, so that a read or write of one scans a short
+-- listpack (layout 3 filed 256 fields a hash: up to 512 listpack entries
+-- scanned by each of a page's 8 reads and writes, the whole listpack moved
+-- by each write).
 -- A URL key whose shard is this one is resolved to its URL here.
 -- Returns {first capture value or '', its URL record or '', near SimHash or '',
 --          distance or -1, its reference or '', its URL record or ''}.
@@ -86,11 +90,18 @@ if simhash == '' or blocks == '' then
   return finish('', '', '', -1, '', '')
 end
 
--- Block i of this page: its hash and field (decimal bytes from a table, not string.format: a C
--- function call costs Redis' Lua as much as dozens of lines of arithmetic).
+-- The hash and field of a block whose two bytes are high and low (decimal bytes from a table, not
+-- string.format: a C function call costs Redis' Lua as much as dozens of lines of arithmetic).
+local function near_slot(i, high, low)
+  local field = low % 16
+  return P .. K.near .. BYTE_DECIMAL[i] .. ':' .. BYTE_DECIMAL[high] .. ':' .. BYTE_DECIMAL[(low - field) / 16],
+         BYTE_DECIMAL[field]
+end
+
+-- Block i of this page: its hash and field.
 local function block_of(i)
   local high, low = string.byte(simhash, 2 * i + 1, 2 * i + 2)
-  return P .. K.near .. BYTE_DECIMAL[i] .. ':' .. BYTE_DECIMAL[high], BYTE_DECIMAL[low]
+  return near_slot(i, high, low)
 end
 
 -- A SimHash without block i (6 bytes), and whole again.
@@ -109,8 +120,7 @@ end
 
 -- The reference filed with a SimHash under its block 0 (when that is in this shard).
 local function reference_of(h)
-  local high, low = string.byte(h, 1, 2)
-  local entries = redis.call('HGET', P .. K.near .. '0:' .. BYTE_DECIMAL[high], BYTE_DECIMAL[low]) or ''
+  local entries = redis.call('HGET', near_slot(0, string.byte(h, 1, 2))) or ''
   local rest = outside(h, 0)
   for j = 1, #entries, 16 do
     if string.sub(entries, j, j + 5) == rest then
