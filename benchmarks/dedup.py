@@ -12,8 +12,12 @@ near copy should find its base; each unrelated article should find nothing.
 prints redis-server's CPU per lookup of the corpus, so that the index's cost at a crawl's size is
 seen, not only at its start.
 
-Usage: ``python benchmarks/dedup.py [--bases 2000] [--fill 0]`` (starts its own redis-server, with
-the embedded server's settings).
+``--count`` runs that redis-server under valgrind's callgrind and prints its instructions per page
+over the fill's last sixth instead (a figure the machine's load does not move; the corpus is then
+skipped; needs valgrind).
+
+Usage: ``python benchmarks/dedup.py [--bases 2000] [--fill 0] [--count]`` (starts its own
+redis-server, with the embedded server's settings).
 """
 
 from __future__ import annotations
@@ -21,7 +25,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -32,12 +39,16 @@ import psutil  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
 from selectolax.lexbor import LexborHTMLParser  # noqa: E402
 
+from benchmarks.redis_cost import control, program_total  # noqa: E402
 from benchmarks.scratch_redis import scratch_redis  # noqa: E402
+from benchmarks.throughput import wait_port  # noqa: E402
+from crawler.crawlstate.encodings import server_arguments  # noqa: E402
 from crawler.crawlstate.shards import ShardRouter  # noqa: E402
 from crawler.dedup.index import DedupIndex  # noqa: E402
 from crawler.dedup.text import content_simhash, visible_text, words  # noqa: E402
 from crawler.warc.dates import micros_of_warc_date  # noqa: E402
 from crawler.warc.digests import payload_digest  # noqa: E402
+from support.mockweb import free_port  # noqa: E402
 
 EDITS = ("timestamp", "banner", "token", "all three")
 #: The pages' capture time (epoch microseconds, as the pipeline gives it).
@@ -171,11 +182,55 @@ def words_of(html: bytes) -> list[str]:
     return words(visible_text(LexborHTMLParser(html)), 10_000)
 
 
+async def counted_fill(port: int, server: subprocess.Popen[bytes], filled: int) -> None:
+    """``--count``: the fill with redis-server's instructions counted over its last sixth."""
+    client = Redis(host="127.0.0.1", port=port)
+    index = DedupIndex(client, ShardRouter("dedup-bench"), 3)
+    await index.open()
+    rng = random.Random(42)
+    await fill(index, 0, filled - filled // 6, rng)
+    control(server, "-i", "on")
+    await fill(index, filled - filled // 6, filled, rng)
+    control(server, "-i", "off")
+    control(server, "-d", "fill")
+    await index.close()
+    await client.aclose()
+
+
+def count(filled: int) -> None:
+    workdir = Path(tempfile.mkdtemp(prefix="dedup-count-"))
+    port = free_port()
+    out = workdir / "callgrind.out"
+    server = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+         shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no", "--dir", str(workdir), *server_arguments()],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_port("127.0.0.1", port, 60)
+        asyncio.run(counted_fill(port, server, filled))
+    finally:
+        server.terminate()
+        server.wait(timeout=120)
+    instructions = sum(program_total(dump) for dump in workdir.glob("callgrind.out*") if dump.stat().st_size)
+    shutil.rmtree(workdir, ignore_errors=True)
+    print(f"fill: redis-server {instructions / (filled // 6) / 1000:.1f} k instructions per page (check + record) "
+          f"while the index grew from {filled - filled // 6:,} to {filled:,} pages")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bases", type=int, default=2000)
     parser.add_argument("--fill", type=int, default=0, help="pages of random SimHashes indexed first")
+    parser.add_argument("--count", action="store_true",
+                        help="count redis-server's instructions over the fill's last sixth (callgrind)")
     args = parser.parse_args()
+    if args.count:
+        if args.fill < 6:
+            parser.error("--count measures the fill: give --fill")
+        count(args.fill)
+        return
     with scratch_redis() as (process, port):
         asyncio.run(run(args.bases, port, psutil.Process(process.pid), args.fill))
 
