@@ -31,7 +31,7 @@ SERVER_CONFIG: dict[str, int] = {
 #: sorted sets with an entry per host or per request in flight (the ready heap, leases, sleeping
 #: hosts) are written on every page; as a listpack each write scans it (``ZADD`` finds the member,
 #: then walks to its score): at a limit of 1024 that was a third of Redis' instructions on a web of
-#: 2,000 hosts, and 1.20x the instructions per page on one of 300 (``benchmarks/redis_cost.py``,
+#: 2,000 hosts, and 1.17x the instructions per page on one of 300 (``benchmarks/redis_cost.py``,
 #: 2026-12-06). Past 128 entries they are skip lists.
 SERVER_CONFIG_MOST: dict[str, int] = {
     "zset-max-listpack-entries": 128,
