@@ -73,6 +73,8 @@ class ProgressReporter:
         self._last = time.monotonic()
         self._reported: dict[str, float] = {}
         self._task: asyncio.Task[None] | None = None
+        #: One tick at a time: each adds to the shared totals what changed since the last one reported.
+        self._ticking = asyncio.Lock()
         #: The latest figures of the shared frontier (the metrics endpoint serves them).
         self.frontier: FrontierFigures | None = None
 
@@ -117,10 +119,16 @@ class ProgressReporter:
     async def _loop(self) -> None:
         for due, logged in ticks(self.interval):
             await asyncio.sleep(max(0.0, self.started + due - time.monotonic()))
-            await self.tick(log=logged)
+            # A tick runs to its end when the crawl closes meanwhile: cancelled after its counters
+            # reached Redis but before they were marked reported, the final tick would add them again.
+            await asyncio.shield(self.tick(log=logged))
 
     async def tick(self, final: bool = False, log: bool = True) -> None:
         """Log the progress line (unless ``log`` is false) and report to the crawl's shared record."""
+        async with self._ticking:
+            await self._tick(final, log)
+
+    async def _tick(self, final: bool, log: bool) -> None:
         stats = self.crawler.stats
         assert stats is not None
         now = time.monotonic()
