@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from crawler.crawlstate.compact import LinearHash
-from crawler.crawlstate.encodings import SERVER_CONFIG
+from crawler.crawlstate.encodings import server_arguments
 from crawler.crawlstate.keys import ShardKeys
 from support.mockweb import WebSpec
 from tests.conftest import RedisServer, run_crawl, stat
@@ -28,9 +28,8 @@ LIMIT = 64 * 2**20
 
 @pytest.fixture(scope="module")
 def small_redis(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    options = ["--maxmemory", str(LIMIT), "--maxmemory-policy", "noeviction"]
-    for name, value in SERVER_CONFIG.items():  # as docs/sizing.md says to run an external server
-        options += [f"--{name}", str(value)]
+    # The settings docs/sizing.md gives an external server.
+    options = ["--maxmemory", str(LIMIT), "--maxmemory-policy", "noeviction", *server_arguments()]
     server = RedisServer(Path(tmp_path_factory.mktemp("small-redis")), options=tuple(options))
     server.start()
     yield server
