@@ -286,6 +286,27 @@ def test_loopback_hosts() -> None:
     assert parse_ip("example.org") is None
 
 
+@pytest.mark.parametrize(("host", "expected"), [
+    ("example.org", None), ("example.org.", None), ("host1", None), ("xn--bcher-kva.example", None),
+    ("bücher.example", None), ("1.2.3.4", "1.2.3.4"), ("[::1]", "::1"), ("::ffff:10.0.0.1", "10.0.0.1"),
+    ("[2001:db8::a]", "2001:db8::a"), ("1.2.3.4.5", None), ("", None),
+])
+def test_parse_ip_names_and_literals(host: str, expected: str | None) -> None:
+    # Asked twice: the second answer comes from the memo of literals.
+    for _ in range(2):
+        address = parse_ip(host)
+        assert (None if address is None else str(address)) == expected
+
+
+def test_parse_ip_memo_is_bounded() -> None:
+    from crawler.downloader import netguard
+
+    for i in range(netguard._LITERALS_MOST + 10):
+        parse_ip(f"10.{i // 65536 % 256}.{i // 256 % 256}.{i % 256}")
+    assert len(netguard._LITERALS) <= netguard._LITERALS_MOST
+    assert str(parse_ip("10.0.0.7")) == "10.0.0.7"
+
+
 # -- DNS cache -------------------------------------------------------------------------------
 
 
