@@ -28,7 +28,8 @@ class BlockedAddressError(IgnoreRequest):
     """The target resolves only to addresses the crawler must not contact."""
 
 
-#: The literals :func:`parse_ip` read lately (bounded: emptied when full).
+#: :func:`parse_ip`'s answers for hosts it read lately, other than names ending in a letter (bounded:
+#: emptied when full).
 _LITERALS: dict[str, IPAddress | None] = {}
 _LITERALS_MOST = 4096
 
@@ -38,7 +39,8 @@ def parse_ip(text: str) -> IPAddress | None:
 
     A host that ends in a letter and has no colon is a name (an IPv4 literal ends in a digit, an IPv6
     one has colons): answered without ``ipaddress``, whose refusal of a name raises and catches two
-    errors (about 5 us, on every new connection). Literals are remembered (bounded)."""
+    errors (about 5 us, on every new connection). Other hosts' answers (literals, names that end in a
+    digit or a dot) are remembered (bounded)."""
     if text and text[-1].isalpha() and ":" not in text:
         return None
     try:
