@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from scrapy.exceptions import IgnoreRequest
 from scrapy.settings import BaseSettings
 
+from crawler.bounded import BoundedMap
 from crawler.exceptions import ConfigurationError
 from crawler.settings_parsing import get_bool, get_list
 
@@ -28,10 +29,9 @@ class BlockedAddressError(IgnoreRequest):
     """The target resolves only to addresses the crawler must not contact."""
 
 
-#: :func:`parse_ip`'s answers for hosts it read lately, other than names ending in a letter (bounded:
-#: emptied when full).
-_LITERALS: dict[str, IPAddress | None] = {}
+#: The IP literals :func:`parse_ip` read lately (:class:`~crawler.bounded.BoundedMap`).
 _LITERALS_MOST = 4096
+_LITERALS = BoundedMap(_LITERALS_MOST)
 
 
 def parse_ip(text: str) -> IPAddress | None:
@@ -39,23 +39,19 @@ def parse_ip(text: str) -> IPAddress | None:
 
     A host that ends in a letter and has no colon is a name (an IPv4 literal ends in a digit, an IPv6
     one has colons): answered without ``ipaddress``, whose refusal of a name raises and catches two
-    errors (about 5 us, on every new connection). Other hosts' answers (literals, names that end in a
-    digit or a dot) are remembered (bounded)."""
+    errors (about 5 us, on every new connection). Literals are remembered (bounded)."""
     if text and text[-1].isalpha() and ":" not in text:
         return None
+    address: IPAddress | None = _LITERALS.get(text)
+    if address is not None:
+        return address
     try:
-        return _LITERALS[text]
-    except KeyError:
-        pass
-    try:
-        address: IPAddress | None = ipaddress.ip_address(text.strip("[]"))
+        address = ipaddress.ip_address(text.strip("[]"))
     except ValueError:
-        address = None
+        return None
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
-    if len(_LITERALS) >= _LITERALS_MOST:
-        _LITERALS.clear()
-    _LITERALS[text] = address
+    _LITERALS.put(text, address)
     return address
 
 
