@@ -12,10 +12,15 @@ _BASE32_PAIRS = [a + b for a in "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567" for b in "ABC
 _SHA1_SHIFTS = tuple(range(150, -1, -10))
 
 
-def sha1_base32(data: bytes) -> str:
-    """``sha1:<base32>`` of ``data``, the form of WARC's digests (``base64.b32encode`` is pure Python:
-    a SHA-1's 160 bits are 16 pairs of base32 characters, twice as fast this way)."""
-    value = int.from_bytes(hashlib.sha1(data).digest(), "big")
+def sha1_base32(data: bytes, more: bytes = b"") -> str:
+    """``sha1:<base32>`` of ``data`` followed by ``more``, the form of WARC's digests (``more``: a
+    record's block is its HTTP head and its payload, digested without joining them first).
+    ``base64.b32encode`` is pure Python: a SHA-1's 160 bits are 16 pairs of base32 characters,
+    twice as fast this way."""
+    sha1 = hashlib.sha1(data)
+    if more:
+        sha1.update(more)
+    value = int.from_bytes(sha1.digest(), "big")
     return "sha1:" + "".join([_BASE32_PAIRS[(value >> shift) & 1023] for shift in _SHA1_SHIFTS])
 
 

@@ -177,19 +177,23 @@ class WarcRecord:
     status: str = ""
     mime: str = ""
     digest: str = ""
+    #: The block's digest when the block is the payload and its digest is known (metadata,
+    #: conversion): not computed twice.
+    block_digest: str = ""
 
     def to_bytes(self) -> bytes:
-        block = self.http if self.rec_type == "revisit" else self.http + self.payload
-        digest = sha1_base32(block)
-        head = "".join(f"{name}: {value}\r\n" for name, value in self.headers)
+        payload = b"" if self.rec_type == "revisit" else self.payload
+        # Without an HTTP head the block is the payload: its digest is the payload's, if the record has it.
+        digest = sha1_base32(self.http, payload) if self.http else self.block_digest or sha1_base32(payload)
+        head = "".join([f"{name}: {value}\r\n" for name, value in self.headers])
         head = (f"WARC/1.1\r\n{head}WARC-Block-Digest: {digest}\r\nContent-Type: {self.content_type}\r\n"
-                f"Content-Length: {len(block)}\r\n\r\n")
-        return b"".join((head.encode("utf-8"), block, b"\r\n\r\n"))
+                f"Content-Length: {len(self.http) + len(payload)}\r\n\r\n")
+        return b"".join((head.encode("utf-8"), self.http, payload, b"\r\n\r\n"))
 
 
 def http_block(first_line: str, headers: list[tuple[str, str]]) -> bytes:
     """An HTTP message's head as warcio writes it into a record."""
-    text = first_line + "\r\n" + "".join(f"{name}: {value}\r\n" for name, value in headers) + "\r\n"
+    text = first_line + "\r\n" + "".join([f"{name}: {value}\r\n" for name, value in headers]) + "\r\n"
     try:
         return text.encode("ascii")
     except UnicodeEncodeError:
@@ -265,18 +269,18 @@ class RecordBuilder:
             return None
         body = ("\r\n".join(lines) + "\r\n").encode("utf-8", "surrogateescape")
         warc = self._start(fetch, self.ids(), date, ("WARC-Concurrent-To", concurrent_to))
-        warc += [("WARC-Type", "metadata"), ("WARC-Target-URI", fetch.url),
-                 ("WARC-Payload-Digest", payload_digest(body))]
-        return WarcRecord("metadata", warc, "application/warc-fields", b"", body)
+        digest = payload_digest(body)
+        warc += [("WARC-Type", "metadata"), ("WARC-Target-URI", fetch.url), ("WARC-Payload-Digest", digest)]
+        return WarcRecord("metadata", warc, "application/warc-fields", b"", body, block_digest=digest)
 
     def conversion(self, fetch: Fetch, refers_to: str, date: str) -> WarcRecord:
         """The rendered DOM, derived from the record ``refers_to`` (WARC 1.1 ``conversion``)."""
         assert fetch.rendered is not None
         body = fetch.rendered
+        digest = payload_digest(body)
         warc = [("WARC-Record-ID", self.ids()), ("WARC-Date", date), ("WARC-Refers-To", refers_to),
-                ("WARC-Type", "conversion"), ("WARC-Target-URI", fetch.url),
-                ("WARC-Payload-Digest", payload_digest(body))]
-        return WarcRecord("conversion", warc, "text/html; charset=utf-8", b"", body)
+                ("WARC-Type", "conversion"), ("WARC-Target-URI", fetch.url), ("WARC-Payload-Digest", digest)]
+        return WarcRecord("conversion", warc, "text/html; charset=utf-8", b"", body, block_digest=digest)
 
     def fetch_records(self, fetch: Fetch, with_metadata: bool = True) -> list[WarcRecord]:
         """Request, response (or revisit), conversion, metadata: in the order they are written."""

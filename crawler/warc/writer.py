@@ -255,6 +255,11 @@ def record_bytes(record: WarcRecord | ArcWarcRecord) -> bytes:
     return buffer.getvalue()
 
 
+#: What a WARC date has besides its digits up to the seconds (``2026-12-06T17:42:21``): the CDXJ timestamp
+#: is the digits.
+_DATE_PUNCTUATION = str.maketrans("", "", "-T:")
+
+
 def encode_record(record: WarcRecord | ArcWarcRecord, gzip: Gzip) -> EncodedRecord:
     """One record serialised, then gzipped as a member of its own.
 
@@ -264,7 +269,7 @@ def encode_record(record: WarcRecord | ArcWarcRecord, gzip: Gzip) -> EncodedReco
     data = gzip(record_bytes(record))
     index = None
     if isinstance(record, WarcRecord) and record.rec_type in ("response", "revisit"):
-        timestamp = "".join(ch for ch in record.date[:19] if ch.isdigit())
+        timestamp = record.date[:19].translate(_DATE_PUNCTUATION)
         index = IndexFields(surt(record.url), timestamp, {"url": record.url, "mime": record.mime,
                                                           "status": record.status, "digest": record.digest or None})
     return EncodedRecord(data, index)
