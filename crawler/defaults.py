@@ -397,6 +397,10 @@ TUNING_LOG_GATE = True
 # task: no chain of Deferreds and no second task per request. With CONCURRENT_ITEMS = 1 the callback's
 # output is taken in that task too, one object after the other (no queue and two tasks per response).
 TUNING_ONE_TASK_PER_REQUEST = True
+# Scrapy's signal manager with each receiver and the arguments it takes worked out once, not on every
+# send, and no task for a receiver of an awaited send that returns a plain value: the same receivers,
+# arguments, order and errors (crawler/extensions/signalmanager.py).
+TUNING_LEAN_SIGNALS = True
 
 
 def names() -> list[str]:

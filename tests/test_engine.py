@@ -1,11 +1,13 @@
-"""One task per request (``TUNING_ONE_TASK_PER_REQUEST``, :mod:`crawler.engine`): the same crawl as Scrapy's engine.
+"""One task per request (``TUNING_ONE_TASK_PER_REQUEST``, :mod:`crawler.engine`) and lean signals
+(``TUNING_LEAN_SIGNALS``, :mod:`crawler.extensions.signalmanager`): the same crawl as Scrapy's engine and
+signal manager.
 
 A real Scrapy crawl (``scrapy runspider``, in its own process: the reactor is
 per process) of a spider whose requests meet every path a request can take
 from the engine: a response with items and new requests, a download error
 and its errback, a downloader middleware's new request, a callback that
 fails, an asynchronous callback that fails after its first item, an HTTP
-error; run with the tuning on and off (``CONCURRENT_ITEMS = 1``, as the
+error; run with both tunings on and off (``CONCURRENT_ITEMS = 1``, as the
 add-on sets: the output taken in the request's task), it must give the same
 items, stats and end, keep the downloader's concurrency, and leave nothing
 in progress.
@@ -90,6 +92,7 @@ class Pages(Spider):
         engine = self.crawler.engine
         with open(os.environ["ENGINE_OUT"], "w") as out:
             json.dump({"engine": type(engine).__name__, "scraper": type(engine.scraper).__name__, "reason": reason,
+                       "signals": type(self.crawler.signals).__name__,
                        "inprogress": len(engine._slot.inprogress), "downloader_active": len(engine.downloader.active),
                        "scraper_active": len(engine.scraper.slot.active),
                        "scraper_active_size": engine.scraper.slot.active_size,
@@ -107,7 +110,7 @@ def crawl(tmp_path: Path, one_task: bool) -> tuple[dict[str, Any], list[Any], di
         "DOWNLOAD_HANDLERS": {"http": "enginespider.Answer", "https": None},
         "DOWNLOADER_MIDDLEWARES": {"enginespider.Moved": 500},
         "EXTENSIONS": {"crawler.extensions.tuning.RuntimeTuning": 0},
-        "TUNING_ONE_TASK_PER_REQUEST": one_task,
+        "TUNING_ONE_TASK_PER_REQUEST": one_task, "TUNING_LEAN_SIGNALS": one_task,
         "CONCURRENT_REQUESTS": 4, "CONCURRENT_REQUESTS_PER_DOMAIN": 4, "DOWNLOAD_DELAY": 0,
         "RETRY_ENABLED": False, "TELNETCONSOLE_ENABLED": False, "LOG_LEVEL": "INFO", "CONCURRENT_ITEMS": 1,
     }
@@ -135,6 +138,7 @@ def test_a_crawl_with_one_task_per_request_is_scrapys_crawl(tmp_path: Path) -> N
     off_stats, off_items, off_engine = crawl(tmp_path, one_task=False)
     assert (on_engine["engine"], off_engine["engine"]) == ("DirectEngine", "ExecutionEngine")
     assert (on_engine["scraper"], off_engine["scraper"]) == ("SequentialScraper", "Scraper")
+    assert (on_engine["signals"], off_engine["signals"]) == ("LeanSignalManager", "SignalManager")
     assert on_stats == off_stats and on_items == off_items
     # Every path was taken: 8 of each kind; /moved became /target; /boom failed in its callback,
     # /late after its item (which is kept).

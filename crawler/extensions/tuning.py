@@ -17,6 +17,12 @@
   downloader, each request's download, callback and release run in one
   coroutine (:mod:`crawler.engine`) instead of Scrapy's chain of Deferreds
   and two tasks.
+* Lean signals (``TUNING_LEAN_SIGNALS``): the crawler's signal manager becomes a
+  :class:`~crawler.extensions.signalmanager.LeanSignalManager`, which sends as
+  Scrapy's does but works out each receiver and the arguments it takes once,
+  not on every send (a few sends with receivers per page), and runs a
+  receiver of an awaited send in a task only when it returns an awaitable.
+  A signal manager that is not Scrapy's own is left as it is.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from crawler.engine import use_direct_engine
+from crawler.extensions.signalmanager import use_lean_signals
 from crawler.settings_parsing import get_bool, get_int, setting
 
 if TYPE_CHECKING:
@@ -63,6 +70,8 @@ class RuntimeTuning:
             level = logging.getLevelName(str(setting(settings, "LOG_LEVEL")).upper())
             log_level = level if isinstance(level, int) else None
         one_task = get_bool(settings, "TUNING_ONE_TASK_PER_REQUEST")
+        if get_bool(settings, "TUNING_LEAN_SIGNALS"):
+            use_lean_signals(crawler)
         if not gc_freeze and not threshold and log_level is None and not one_task:
             raise NotConfigured
         extension = cls(crawler, gc_freeze, threshold, log_level, one_task)
