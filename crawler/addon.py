@@ -120,6 +120,10 @@ COMPONENTS: dict[str, dict[str, int | None]] = {
         "crawler.middlewares.stats.FetchStats": 850,
     },
     "SPIDER_MIDDLEWARES": {
+        # Start requests marked as Scrapy's StartSpiderMiddleware marks them, without its pass-through of every
+        # callback's output (one layer of asynchronous generators per response).
+        "scrapy.spidermiddlewares.start.StartSpiderMiddleware": None,
+        "crawler.middlewares.start.StartRequestsMiddleware": 25,
         # Every response any spider receives is archived (WARC, duplicates, URL metadata, recrawl).
         "crawler.middlewares.archive.ArchiveMiddleware": 10,
     },

@@ -1,13 +1,14 @@
-"""One task per request (``TUNING_ONE_TASK_PER_REQUEST``, :mod:`crawler.engine`) and lean signals
-(``TUNING_LEAN_SIGNALS``, :mod:`crawler.extensions.signalmanager`): the same crawl as Scrapy's engine and
-signal manager.
+"""One task per request (``TUNING_ONE_TASK_PER_REQUEST``, :mod:`crawler.engine`), lean signals
+(``TUNING_LEAN_SIGNALS``, :mod:`crawler.extensions.signalmanager`) and the start-request middleware
+(:mod:`crawler.middlewares.start`): the same crawl as Scrapy's engine, signal manager and
+``StartSpiderMiddleware``.
 
 A real Scrapy crawl (``scrapy runspider``, in its own process: the reactor is
 per process) of a spider whose requests meet every path a request can take
 from the engine: a response with items and new requests, a download error
 and its errback, a downloader middleware's new request, a callback that
 fails, an asynchronous callback that fails after its first item, an HTTP
-error; run with both tunings on and off (``CONCURRENT_ITEMS = 1``, as the
+error; run with all three on and off (``CONCURRENT_ITEMS = 1``, as the
 add-on sets: the output taken in the request's task), it must give the same
 items, stats and end, keep the downloader's concurrency, and leave nothing
 in progress.
@@ -76,7 +77,7 @@ class Pages(Spider):
     def parse(self, response):
         if response.url.endswith("/boom"):
             raise ValueError("the callback failed")
-        yield {"url": response.url}
+        yield {"url": response.url, "start": response.meta.get("is_start_request", False)}
         if "/child" not in response.url:
             yield Request(response.url + "/child", errback=self.failed)
 
@@ -109,6 +110,9 @@ def crawl(tmp_path: Path, one_task: bool) -> tuple[dict[str, Any], list[Any], di
         "DOWNLOADER": "crawler.downloader.direct.DirectDownloader",
         "DOWNLOAD_HANDLERS": {"http": "enginespider.Answer", "https": None},
         "DOWNLOADER_MIDDLEWARES": {"enginespider.Moved": 500},
+        # Start requests marked by the crawler's middleware (only process_start) or by Scrapy's.
+        "SPIDER_MIDDLEWARES": {"scrapy.spidermiddlewares.start.StartSpiderMiddleware": None,
+                               "crawler.middlewares.start.StartRequestsMiddleware": 25} if one_task else {},
         "EXTENSIONS": {"crawler.extensions.tuning.RuntimeTuning": 0},
         "TUNING_ONE_TASK_PER_REQUEST": one_task, "TUNING_LEAN_SIGNALS": one_task,
         "CONCURRENT_REQUESTS": 4, "CONCURRENT_REQUESTS_PER_DOMAIN": 4, "DOWNLOAD_DELAY": 0,
@@ -147,6 +151,9 @@ def test_a_crawl_with_one_task_per_request_is_scrapys_crawl(tmp_path: Path) -> N
     # The errback: 8 download errors and 8 HTTP 500s (Scrapy's HTTP error middleware).
     assert sum(1 for item in on_items if item[0][0] == "failed") == 16
     assert any("/target" in dict(item).get("url", "") for item in on_items)
+    # Start requests are marked, their children are not (the same with either start middleware).
+    starts = {dict(item)["url"]: dict(item)["start"] for item in on_items if "start" in dict(item)}
+    assert starts["http://a.test/4/page"] is True and starts["http://a.test/4/page/child"] is False
     for engine in (on_engine, off_engine):
         assert engine["reason"] == "finished"
         assert engine["inprogress"] == engine["downloader_active"] == engine["scraper_active"] == 0

@@ -927,3 +927,36 @@ def test_the_addon_keeps_scrapys_asyncio_reactor_and_refuses_another() -> None:
     with pytest.raises(ConfigurationError, match="TWISTED_REACTOR.*EPollReactor"):
         CrawlerAddon.update_pre_crawler_settings(
             Settings({**addons, "TWISTED_REACTOR": "twisted.internet.epollreactor.EPollReactor"}))
+
+
+def test_start_requests_are_marked_and_callbacks_output_does_not_go_through_the_start_middleware() -> None:
+    import asyncio
+    from typing import Any
+
+    from scrapy import Request, Spider
+    from scrapy.core.spidermw import SpiderMiddlewareManager
+    from scrapy.utils.test import get_crawler
+
+    from crawler.middlewares.start import StartRequestsMiddleware
+
+    async def start() -> Any:
+        yield Request("http://a.test/1")
+        yield Request("http://a.test/2", meta={"is_start_request": False})
+        yield {"an": "item"}
+
+    async def marked() -> list[Any]:
+        return [entry async for entry in StartRequestsMiddleware().process_start(start())]
+
+    first, second, item = asyncio.run(marked())
+    assert first.meta["is_start_request"] is True
+    assert second.meta["is_start_request"] is False  # what the spider set stays
+    assert item == {"an": "item"}
+    crawler = get_crawler(Spider, {"SPIDER_MIDDLEWARES": {
+        "scrapy.spidermiddlewares.start.StartSpiderMiddleware": None,
+        "crawler.middlewares.start.StartRequestsMiddleware": 25}})
+    manager = SpiderMiddlewareManager.from_crawler(crawler)
+    owners = {name: [type(getattr(method, "__self__", None)).__name__ for method in methods]
+              for name, methods in manager.methods.items()}
+    assert "StartRequestsMiddleware" in owners["process_start"]
+    assert "StartRequestsMiddleware" not in owners["process_spider_output"]
+    assert "StartSpiderMiddleware" not in str(owners)
