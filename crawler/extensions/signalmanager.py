@@ -106,7 +106,8 @@ class LeanSignalManager(SignalManager):
         """The receivers to call with their arguments, the exceptions not to log, the spider."""
         sender = kwargs.pop("sender", self.sender)
         dont_log = kwargs.pop("dont_log", ())
-        dont_log = tuple(dont_log) if isinstance(dont_log, Sequence) else (dont_log,)
+        if type(dont_log) is not tuple:  # Scrapy's rule; the common case (none given) without an ABC check
+            dont_log = tuple(dont_log) if isinstance(dont_log, Sequence) else (dont_log,)
         named = {**kwargs, "signal": signal, "sender": sender}
         calls = []
         for stored, weak, accepted in self._receivers(sender, signal):
