@@ -120,6 +120,22 @@ def test_the_same_receivers_get_the_same_arguments_and_answers(caplog: pytest.Lo
     assert sorted(errors) == sorted(["Error caught on signal handler", "Cannot return deferreds from signal handler"] * 3)
 
 
+def test_a_receiver_pydispatcher_cannot_inspect_fails_alone_as_in_scrapy(caplog: pytest.LogCaptureFixture) -> None:
+    def scenario(cls: type[SignalManager]) -> Any:
+        receivers = Receivers()
+        manager = cls(Sender())
+        manager.connect(len, SIGNAL, weak=False)  # a builtin: no code for robustApply to read
+        manager.connect(receivers.nothing, SIGNAL)
+        sent = answers(manager.send_catch_log(SIGNAL, spider="s"))
+        return sent, receivers.calls, error_lines(caplog)
+
+    scrapy_result, lean_result = both(scenario)
+    assert lean_result == scrapy_result
+    sent, calls, errors = lean_result
+    assert sent[0][1][:2] == ("Failure", ValueError) and calls == [("nothing", {})]
+    assert errors == ["Error caught on signal handler"]
+
+
 def test_dont_log_is_honoured(caplog: pytest.LogCaptureFixture) -> None:
     def scenario(cls: type[SignalManager]) -> Any:
         receivers = Receivers()

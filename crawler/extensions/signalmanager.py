@@ -30,12 +30,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from functools import partial
 from inspect import isawaitable
 from typing import Any
 
 from pydispatch.dispatcher import WEAKREF_TYPES, connections, getAllReceivers
 from pydispatch.dispatcher import Any as DispatchAny
 from pydispatch.robustapply import function as receiver_code
+from pydispatch.robustapply import robustApply
 from scrapy.exceptions import StopDownload
 from scrapy.signalmanager import SignalManager
 from scrapy.utils.defer import ensure_awaitable
@@ -48,14 +50,17 @@ logger = logging.getLogger("scrapy.utils.signal")  # where Scrapy logs a receive
 _ANY_SENDER = id(DispatchAny)
 
 #: A receiver as PyDispatcher keeps it (a weak reference, or the receiver itself), and the names of the
-#: arguments it takes (None: it takes any, ``**kwargs``).
+#: arguments it takes (None: it takes any, ``**kwargs``; ROBUST: PyDispatcher cannot tell, so it is called
+#: through ``robustApply`` as Scrapy calls it, which raises the error Scrapy logs).
 _Entry = tuple[Any, bool, tuple[str, ...] | None]
+ROBUST: tuple[str, ...] = ("<robustApply>",)
 #: PyDispatcher's four lists of receivers for a sender and a signal (``getAllReceivers``' four; None
 #: for an empty or missing one).
 _Tables = tuple[list[Any] | None, list[Any] | None, list[Any] | None, list[Any] | None]
 
 
 def _tables(sender_key: int, signal: Any) -> _Tables:
+    """PyDispatcher's lists for a sender and a signal, as they are now (the lists themselves)."""
     by_sender, by_any = connections.get(sender_key), connections.get(_ANY_SENDER)
     if by_sender is None:
         mine = other = None
@@ -73,9 +78,18 @@ def _entry(stored: Any) -> _Entry | None:
     receiver = stored() if weak else stored
     if receiver is None:
         return None
-    _, code, start = receiver_code(receiver)
+    try:
+        _, code, start = receiver_code(receiver)
+    except Exception:  # not a function, method or callable object with code (a builtin, say)
+        return stored, weak, ROBUST
     accepted = None if code.co_flags & 8 else tuple(code.co_varnames[start:code.co_argcount])
     return stored, weak, accepted
+
+
+def _copied(tables: _Tables) -> _Tables:
+    """A snapshot of PyDispatcher's lists (:func:`_tables`), to compare with them at the next send."""
+    mine, other, anys, every = tables
+    return mine and list(mine), other and list(other), anys and list(anys), every and list(every)
 
 
 class LeanSignalManager(SignalManager):
@@ -98,12 +112,12 @@ class LeanSignalManager(SignalManager):
         entries = [entry for entry in map(_entry, getAllReceivers(sender, signal)) if entry is not None]
         if len(plans) >= 256:  # bounded: senders and signals are few, but nothing stops a program making more
             plans.clear()
-        plans[key] = (tuple(None if table is None else list(table) for table in tables), entries)  # type: ignore[assignment]
+        plans[key] = (_copied(tables), entries)
         return entries
 
-    def _calls(self, signal: Any, kwargs: dict[str, Any]) -> tuple[list[tuple[Callable[..., Any], dict[str, Any]]],
-                                                                   tuple[type[BaseException], ...], Any]:
-        """The receivers to call with their arguments, the exceptions not to log, the spider."""
+    def _calls(self, signal: Any, kwargs: dict[str, Any]) -> tuple[
+            list[tuple[Any, Callable[..., Any], dict[str, Any]]], tuple[type[BaseException], ...], Any]:
+        """The receivers, each with what to call and its arguments; the exceptions not to log; the spider."""
         sender = kwargs.pop("sender", self.sender)
         dont_log = kwargs.pop("dont_log", ())
         if type(dont_log) is not tuple:  # Scrapy's rule; the common case (none given) without an ABC check
@@ -114,18 +128,22 @@ class LeanSignalManager(SignalManager):
             receiver = stored() if weak else stored
             if receiver is None:
                 continue
-            calls.append((receiver, named if accepted is None
-                          else {name: named[name] for name in accepted if name in named}))
+            if accepted is None:
+                calls.append((receiver, receiver, named))
+            elif accepted is ROBUST:
+                calls.append((receiver, partial(robustApply, receiver), named))
+            else:
+                calls.append((receiver, receiver, {name: named[name] for name in accepted if name in named}))
         return calls, dont_log, kwargs.get("spider")
 
     def send_catch_log(self, signal: Any, **kwargs: Any) -> list[tuple[Any, Any]]:
         calls, dont_log, spider = self._calls(signal, kwargs)
         dont_log += (StopDownload,)
         responses: list[tuple[Any, Any]] = []
-        for receiver, arguments in calls:
+        for receiver, function, arguments in calls:
             result: Any
             try:
-                result = receiver(**arguments)
+                result = function(**arguments)
                 if isinstance(result, Deferred):
                     logger.error("Cannot return deferreds from signal handler: %(receiver)s",
                                  {"receiver": receiver}, extra={"spider": spider})
@@ -142,10 +160,10 @@ class LeanSignalManager(SignalManager):
         calls, dont_log, spider = self._calls(signal, kwargs)
         responses: list[tuple[Any, Any]] = []
         waiting: list[tuple[int, Any, Any]] = []
-        for receiver, arguments in calls:
+        for receiver, function, arguments in calls:
             result: Any
             try:
-                result = receiver(**arguments)
+                result = function(**arguments)
             except dont_log as exc:
                 result = exc
             except Exception as exc:
