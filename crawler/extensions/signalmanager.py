@@ -151,8 +151,7 @@ class LeanSignalManager(SignalManager):
                 result = Failure()  # type: ignore[no-untyped-call]
             except Exception:
                 result = Failure()  # type: ignore[no-untyped-call]
-                logger.error("Error caught on signal handler: %(receiver)s", {"receiver": receiver},
-                             exc_info=True, extra={"spider": spider})
+                _log_error(receiver, spider)
             responses.append((receiver, result))
         return responses
 

@@ -176,15 +176,14 @@ class WarcRecord:
     date: str = ""
     status: str = ""
     mime: str = ""
+    #: The payload digest, if known: the CDXJ index's (response and revisit records), and the block
+    #: digest of a record whose block is its payload (metadata, conversion: not computed twice).
     digest: str = ""
-    #: The block's digest when the block is the payload and its digest is known (metadata,
-    #: conversion): not computed twice.
-    block_digest: str = ""
 
     def to_bytes(self) -> bytes:
         payload = b"" if self.rec_type == "revisit" else self.payload
         # Without an HTTP head the block is the payload: its digest is the payload's, if the record has it.
-        digest = sha1_base32(self.http, payload) if self.http else self.block_digest or sha1_base32(payload)
+        digest = sha1_base32(self.http, payload) if self.http else self.digest or sha1_base32(payload)
         head = "".join([f"{name}: {value}\r\n" for name, value in self.headers])
         head = (f"WARC/1.1\r\n{head}WARC-Block-Digest: {digest}\r\nContent-Type: {self.content_type}\r\n"
                 f"Content-Length: {len(self.http) + len(payload)}\r\n\r\n")
@@ -271,7 +270,7 @@ class RecordBuilder:
         warc = self._start(fetch, self.ids(), date, ("WARC-Concurrent-To", concurrent_to))
         digest = payload_digest(body)
         warc += [("WARC-Type", "metadata"), ("WARC-Target-URI", fetch.url), ("WARC-Payload-Digest", digest)]
-        return WarcRecord("metadata", warc, "application/warc-fields", b"", body, block_digest=digest)
+        return WarcRecord("metadata", warc, "application/warc-fields", b"", body, digest=digest)
 
     def conversion(self, fetch: Fetch, refers_to: str, date: str) -> WarcRecord:
         """The rendered DOM, derived from the record ``refers_to`` (WARC 1.1 ``conversion``)."""
@@ -280,7 +279,7 @@ class RecordBuilder:
         digest = payload_digest(body)
         warc = [("WARC-Record-ID", self.ids()), ("WARC-Date", date), ("WARC-Refers-To", refers_to),
                 ("WARC-Type", "conversion"), ("WARC-Target-URI", fetch.url), ("WARC-Payload-Digest", digest)]
-        return WarcRecord("conversion", warc, "text/html; charset=utf-8", b"", body, block_digest=digest)
+        return WarcRecord("conversion", warc, "text/html; charset=utf-8", b"", body, digest=digest)
 
     def fetch_records(self, fetch: Fetch, with_metadata: bool = True) -> list[WarcRecord]:
         """Request, response (or revisit), conversion, metadata: in the order they are written."""
