@@ -198,6 +198,60 @@ def test_redis_restart_workers_wait_and_continue(
         server.stop()
 
 
+def test_a_buffered_lease_that_may_have_lapsed_is_given_back_not_fetched(
+    redis_server: RedisServer, crawl_id: str
+) -> None:
+    """Claimed requests wait in the worker's buffer while the engine is busy (its pipelines waiting for
+    a Redis that is down). Once their lease may have expired (two thirds of FRONTIER_LEASE_TIMEOUT
+    without a renewal), another worker may hold their hosts: the worker does not hand them out but
+    gives them back with its next step, and claims afresh."""
+    import asyncio
+
+    from scrapy import Request, Spider
+    from scrapy.utils.test import get_crawler
+
+    from crawler.frontier.codec import RequestCodec
+    from crawler.frontier.scheduler import FrontierScheduler
+
+    class WebSpider(Spider):
+        name = "web"
+
+    crawler = get_crawler(WebSpider, settings_dict={
+        "ADDONS": {"crawler.addon.CrawlerAddon": 0}, "REDIS_URL": redis_server.url, "FRONTIER_CRAWL_ID": crawl_id,
+        "FRONTIER_LEASE_TIMEOUT": 1.0, "FRONTIER_MIN_DELAY": 0, "ROBOTSTXT_OBEY": False,
+    })
+    spider = WebSpider()
+    scheduler = FrontierScheduler.from_crawler(crawler)
+    stats = scheduler.stats
+
+    async def main() -> None:
+        client = await scheduler.provider.client()
+        _sizes, frontiers = await scheduler._open_shards(client)
+        codec = RequestCodec(spider, 1 << 20)
+        scheduler.intake.bind(codec, frontiers)
+        pump = scheduler.pump
+        pump.frontiers, pump.codec = frontiers, codec
+        for n in range(3):
+            assert scheduler.enqueue_request(Request(f"http://127.0.0.{n + 1}:9/"))
+        await pump.cycle()  # enqueued and claimed: one lease per host, in the buffer
+        members = [handout.lease.member for _, handout in scheduler.inhand.buffer]
+        assert len(members) == 3
+        await asyncio.sleep(0.8)  # no step meanwhile: no renewal
+        assert scheduler.next_request() is None
+        assert not scheduler.inhand.buffer and not scheduler.inhand.handed
+        sent_at = time.time()
+        await pump.cycle()  # given back (released), then claimed again under new leases
+        assert stats.get_value("frontier/lease_lapsed") == 3
+        assert stats.get_value("frontier/released") == 3
+        again = [handout for _, handout in scheduler.inhand.buffer]
+        assert len(again) == 3 and not {handout.lease.member for handout in again} & set(members)
+        assert set(await client.zrange(scheduler.keys.leases, 0, -1)) == {handout.lease.member for handout in again}
+        assert all(handout.confirmed_at >= sent_at for handout in again)  # the new leases run from their claim
+        await scheduler.provider.close()
+
+    asyncio.run(main())
+
+
 def test_redis_lost_while_a_worker_opens_is_waited_out(
     mockweb_factory: Any, redis_server: RedisServer, crawl_id: str, tmp_path: Path
 ) -> None:

@@ -198,10 +198,12 @@ def test_several_requests_per_host_share_its_politeness_budget_each_slot_on_its_
         await f.ack([Completion(starts[2].member, T0 + 900, T0 + 850)])
         assert (await f.counts()).leased == 1
         assert (await f.claim(T0 + 1300, 10)).claimed == []  # without the backoff: ready at T0 + 900
-        # The last lease expires (T0 + 10,800): its slot is free and its URL first in line again.
+        # The last lease expires (T0 + 10,800): its slot is free the minimum delay after the expiry is
+        # seen (its worker may still be fetching), and its URL first in line again.
         late = await f.claim(T0 + 120_000, 10)
-        assert late.expired == 1
-        assert [blob for _, blob in late.claimed] == [fourth[0][1]]
+        assert (late.expired, late.claimed) == (1, [])
+        assert (await f.claim(T0 + 120_099, 10)).claimed == []
+        assert [blob for _, blob in (await f.claim(T0 + 120_100, 10)).claimed] == [fourth[0][1]]
 
     run(body, per_key=3, min_delay=0.1)
 
@@ -309,6 +311,26 @@ def test_expired_lease_returns_url_and_host(run: Callable[..., None]) -> None:
         assert [b for _, b in (await f.claim(T0 + 10_001, 5)).claimed] == [b"http://a.test/2"]
 
     run(body)
+
+
+def test_expired_lease_readies_its_host_a_politeness_delay_later(run: Callable[..., None]) -> None:
+    """The worker whose lease expired may still have the host's fetch under way (it lost Redis): the
+    host is claimable again the minimum delay after the expiry is seen, or its Crawl-delay floor."""
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None
+        await f.enqueue([entry("http://a.test/1"), entry("http://b.test/1")])
+        await f.set_host_delay("b.test", 5_000)
+        assert len((await f.claim(T0, 5)).claimed) == 2
+        f = await h.reopen()
+        seen = await f.claim(T0 + 10_000, 5)
+        assert (seen.expired, seen.claimed) == (2, [])
+        assert (await f.claim(T0 + 11_999, 5)).claimed == []
+        assert [b for _, b in (await f.claim(T0 + 12_000, 5)).claimed] == [b"http://a.test/1"]
+        assert (await f.claim(T0 + 14_999, 5)).claimed == []
+        assert [b for _, b in (await f.claim(T0 + 15_000, 5)).claimed] == [b"http://b.test/1"]
+
+    run(body, min_delay=2.0)
 
 
 def test_ack_is_idempotent(run: Callable[..., None]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import msgpack
 import pytest
@@ -787,11 +788,11 @@ def test_inhand_collects_the_requests_the_engine_finished_once_each() -> None:
             completed.append(request.url)
             return SimpleNamespace(shard=0, url=request.url)
 
-    inhand = InHand(4)
+    inhand = InHand(4, 60.0)
     inhand.bind(Completer())  # type: ignore[arg-type]
     requests = [Request(f"http://a.example/{n}") for n in range(3)]
     for request in requests:
-        inhand.add(request, SimpleNamespace(handed_at=0.0))  # type: ignore[arg-type]
+        inhand.add(request, SimpleNamespace(handed_at=0.0, confirmed_at=time.time()))  # type: ignore[arg-type]
     assert [inhand.hand_out() for _ in range(3)] == requests and inhand.capacity() == 1
     assert not inhand.collect()  # nothing finished yet
     inhand.finished(requests[1])
@@ -801,6 +802,47 @@ def test_inhand_collects_the_requests_the_engine_finished_once_each() -> None:
     assert completed == ["http://a.example/1"] and set(inhand.handed) == {requests[0], requests[2]}
     assert [c.url for c in inhand.take_completions()[0]] == ["http://a.example/1"]
     assert not inhand.collect() and inhand.capacity() == 2
+
+
+def test_inhand_hands_out_no_request_whose_lease_may_have_lapsed() -> None:
+    """A buffered lease not confirmed (claimed, or renewed by a step Redis answered) for two thirds of the
+    lease timeout may have expired and its host gone to another worker: it is given back, not fetched."""
+    from scrapy import Request
+
+    from crawler.frontier.inhand import InHand
+    from crawler.frontier.outcome import Handout
+    from crawler.frontier.steps import Lease
+
+    now = time.time()
+    inhand = InHand(4, 30.0)
+
+    def held(n: int, shard: int, confirmed_at: float) -> Handout:
+        request = Request(f"http://h{n}.example/")
+        handout = Handout(Lease.from_member(f"{n} 0 {n} h{n}.example".encode(), shard), confirmed_at)
+        inhand.add(request, handout)
+        return handout
+
+    stale = [held(1, 0, now - 21), held(2, 1, now - 25)]
+    fresh = held(3, 0, now - 19)
+    late = held(4, 1, now - 40)
+    # A renewal is only a confirmation for a lease it reached before the lease expired.
+    inhand.renewed([late, fresh], now - 1, now - 0.5)
+    assert (late.confirmed_at, fresh.confirmed_at) == (now - 40, now - 1)
+    request = inhand.hand_out()
+    assert request is not None and request.url == "http://h3.example/"
+    assert inhand.handed == {request: fresh} and fresh.handed_at >= now
+    assert inhand.hand_out() is None
+    assert inhand.capacity() == 3  # the lapsed ones hold no slot
+    assert inhand.take_lapsed() == {0: [stale[0].lease.member], 1: [stale[1].lease.member, late.lease.member]}
+    assert inhand.take_lapsed() == {}
+    # Given back with the buffer when the worker closes, if no step took them.
+    held(5, 0, now - 29)
+    inhand.add(Request("http://h6.example/"), Handout(Lease.from_member(b"6 0 6 h6.example"), now))
+    assert inhand.hand_out() is not None and not inhand.buffer
+    held(7, 1, now)
+    assert inhand.release_buffered() == {0: [b"5 0 5 h5.example"], 1: [b"7 0 7 h7.example"]}
+    # The renewal covers buffered and handed leases.
+    assert [len(handouts) for handouts in inhand.held().values()] == [2]
 
 
 _RESP_ARGS = st.lists(

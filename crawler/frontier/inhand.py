@@ -8,13 +8,26 @@ produced and its items: :meth:`InHand.finished`, called by that set), when
 :class:`~crawler.frontier.steps.Completion` for the next step's ack. Every
 lease held, buffered or handed, is renewed; buffered leases are given back
 (released) when the worker drains or closes.
+
+A buffered request is handed out only while its lease is surely held: one
+not confirmed (claimed, or renewed by a step Redis answered) for
+:data:`LAPSE_SHARE` of ``FRONTIER_LEASE_TIMEOUT`` may have expired, its host
+claimed by another worker (Redis was unreachable, the worker stalled); it is
+given back instead (:meth:`InHand.take_lapsed`), so that no host is fetched by
+two workers at once.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
+
+#: The share of the lease timeout after which a buffered lease not confirmed since is not handed out:
+#: leases are renewed every third of it, so a lease older than two thirds missed a renewal.
+LAPSE_SHARE = 2 / 3
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -22,9 +35,17 @@ if TYPE_CHECKING:
     from crawler.frontier.outcome import Completion, Handout, LeaseCompleter
 
 
+def _put_back(pending: dict[int, list[T]], taken: dict[int, list[T]], shard: int) -> None:
+    """What a failed step took for ``shard`` goes back in front of what came since."""
+    if shard in taken:
+        pending[shard] = taken[shard] + pending.get(shard, [])
+
+
 class InHand:
-    def __init__(self, concurrency: int) -> None:
+    def __init__(self, concurrency: int, lease_timeout: float) -> None:
         self.concurrency = concurrency
+        self.lease_timeout = lease_timeout
+        self.lapse_after = lease_timeout * LAPSE_SHARE
         #: Claimed, waiting for the engine.
         self.buffer: deque[tuple[Request, Handout]] = deque()
         #: Taken by the engine, not finished yet.
@@ -34,6 +55,8 @@ class InHand:
         #: Handed requests the engine is done with, not yet collected.
         self._finished: list[Request] = []
         self.completer: LeaseCompleter | None = None
+        #: Per shard: buffered leases not handed out because they may have lapsed, to give back.
+        self.lapsed: dict[int, list[bytes]] = {}
 
     def bind(self, completer: LeaseCompleter) -> None:
         self.completer = completer
@@ -51,12 +74,19 @@ class InHand:
         self.buffer.append((request, handout))
 
     def hand_out(self) -> Request | None:
-        if not self.buffer:
+        buffer = self.buffer
+        if not buffer:
             return None
-        request, handout = self.buffer.popleft()
-        handout.handed_at = time.time()
-        self.handed[request] = handout
-        return request
+        now = time.time()
+        while buffer:
+            request, handout = buffer.popleft()
+            if now - handout.confirmed_at > self.lapse_after:
+                self.lapsed.setdefault(handout.lease.shard, []).append(handout.lease.member)
+                continue
+            handout.handed_at = now
+            self.handed[request] = handout
+            return request
+        return None
 
     def collect(self) -> bool:
         """Turn the requests the engine has finished with into completions; whether there were any."""
@@ -85,19 +115,33 @@ class InHand:
 
     def put_back(self, sent: dict[int, list[Completion]], shard: int) -> None:
         """A shard's unsent acks go back in front of what came since."""
-        if shard in sent:
-            self.completions[shard] = sent[shard] + self.completions.get(shard, [])
+        _put_back(self.completions, sent, shard)
 
-    def held(self) -> dict[int, list[bytes]]:
-        """Per shard: the members of every lease held (buffered or handed), to renew."""
-        renew: dict[int, list[bytes]] = {}
+    def held(self) -> dict[int, list[Handout]]:
+        """Per shard: every lease held (buffered or handed), to renew."""
+        renew: dict[int, list[Handout]] = {}
         for handout in [*self.handed.values(), *(h for _, h in self.buffer)]:
-            renew.setdefault(handout.lease.shard, []).append(handout.lease.member)
+            renew.setdefault(handout.lease.shard, []).append(handout)
         return renew
 
+    def renewed(self, handouts: list[Handout], sent_at: float, answered_at: float) -> None:
+        """A renewal of ``handouts`` sent at ``sent_at`` was applied by ``answered_at``: each lease that had
+        not expired by then (confirmed less than the lease timeout before) now runs from ``sent_at``."""
+        for handout in handouts:
+            if answered_at - handout.confirmed_at < self.lease_timeout:
+                handout.confirmed_at = sent_at
+
+    def take_lapsed(self) -> dict[int, list[bytes]]:
+        lapsed, self.lapsed = self.lapsed, {}
+        return lapsed
+
+    def put_back_lapsed(self, taken: dict[int, list[bytes]], shard: int) -> None:
+        """A shard's unsent give-backs of lapsed leases go back for the next step."""
+        _put_back(self.lapsed, taken, shard)
+
     def release_buffered(self) -> dict[int, list[bytes]]:
-        """Empty the buffer; per shard, the members of its leases, to give back."""
-        releases: dict[int, list[bytes]] = {}
+        """Empty the buffer; per shard, the members of its leases (and of those that lapsed), to give back."""
+        releases = self.take_lapsed()
         for _, handout in self.buffer:
             releases.setdefault(handout.lease.shard, []).append(handout.lease.member)
         self.buffer.clear()

@@ -82,6 +82,8 @@ class Handout:
     """A leased request on its way through this worker."""
 
     lease: Any  # crawler.frontier.redisfrontier.Lease
+    #: Epoch seconds from which the lease surely runs (its claim's step, or the last renewal Redis applied).
+    confirmed_at: float
     handed_at: float = 0.0
     outcome: LeaseOutcome | None = field(default=None)
     #: The host signal of a request that completed normally (set by middlewares).

@@ -210,17 +210,24 @@ class Pump:
         # sees (resolving addresses, sending): the step counts as running all along.
         self.step_running = True
         try:
-            outcomes, shards, enqueues, touches, completions = await self._send(now)
+            sent = await self._send(now)
         finally:
             self.step_running = False
+        outcomes, shards, enqueues, touches, completions, releases, renew, sent_at = sent
+        answered_at = time.time()
         failure: BaseException | None = None
         for shard, outcome in zip(shards, outcomes):
             if isinstance(outcome, BaseException):
                 # Nothing is dropped: the shard's batches go back in front of what came since.
                 self.intake.put_back(shard, enqueues, touches)
                 self.inhand.put_back(completions, shard)
+                self.inhand.put_back_lapsed(releases, shard)
                 failure = failure or outcome
                 continue
+            if shard in renew:
+                self.inhand.renewed(renew[shard], sent_at, answered_at)
+            if shard in releases:
+                self.stats.inc_value("frontier/released", outcome.released)
             self._absorb(shard, outcome, now)
         self.stats.inc_value("frontier/round_trips", len(shards))
         if self.inhand.buffer or not self._has_pending():
@@ -231,10 +238,21 @@ class Pump:
 
     async def _send(self, now: float) -> tuple[list[StepResult | BaseException], set[int],
                                                dict[int, list[EnqueueEntry]], dict[int, list[Touch]],
-                                               dict[int, list[Completion]]]:
-        """One step on every shard that has something to do: what was taken, and each shard's outcome."""
+                                               dict[int, list[Completion]], dict[int, list[bytes]],
+                                               dict[int, list[Handout]], float]:
+        """One step on every shard that has something to do: what was taken, each shard's outcome, the
+        leases renewed and when the step was sent."""
         enqueues, touches = self.intake.take()
         completions = self.inhand.take_completions()
+        releases = self.inhand.take_lapsed()
+        if releases:
+            lapsed = sum(len(members) for members in releases.values())
+            self.stats.inc_value("frontier/lease_lapsed", lapsed)
+            logger.warning(
+                "Frontier gives back %d claimed requests not handed out in time: their leases were not renewed "
+                "for %.0f s (2/3 of FRONTIER_LEASE_TIMEOUT; Redis unreachable or the worker stalled), so another "
+                "worker may hold their hosts", lapsed, self.inhand.lapse_after,
+            )
         try:
             await self.intake.resolve_groups(enqueues)
             if self.memory is not None and self.memory.due(now):
@@ -245,9 +263,11 @@ class Pump:
                 self.intake.put_back(shard, enqueues, touches)
             for shard in set(completions):
                 self.inhand.put_back(completions, shard)
+            for shard in set(releases):
+                self.inhand.put_back_lapsed(releases, shard)
             raise
         now = time.time()
-        renew: dict[int, list[bytes]] = {}
+        renew: dict[int, list[Handout]] = {}
         if now - self._last_renew >= self.config.lease_timeout / 3:
             renew = self.inhand.held()
             self._last_renew = now
@@ -264,7 +284,7 @@ class Pump:
         for shard in claims:
             if not self.frontiers[shard].admission.fetch:
                 claims[shard] = 0  # Redis nearly full: expire and refill, hand out nothing new
-        shards = sent | set(touches) | set(renew) | set(claims)
+        shards = sent | set(touches) | set(renew) | set(claims) | set(releases)
         if drain_at is not None:
             shards = set(range(self.shards))
         now_ms = int(now * 1000)
@@ -273,7 +293,8 @@ class Pump:
             return await self.frontiers[shard].step(Step(
                 enqueues=enqueues.get(shard),
                 completions=completions.get(shard),
-                renew=renew.get(shard),
+                releases=releases.get(shard),
+                renew=[handout.lease.member for handout in renew[shard]] if shard in renew else None,
                 claim=claims.get(shard),
                 now_ms=now_ms,
                 drain_at_ms=drain_at,
@@ -286,7 +307,7 @@ class Pump:
             outcomes: list[StepResult | BaseException] = [await _guard(step(only))]
         else:
             outcomes = list(await asyncio.gather(*(step(shard) for shard in shards), return_exceptions=True))
-        return outcomes, shards, enqueues, touches, completions
+        return outcomes, shards, enqueues, touches, completions, releases, renew, now
 
     def _absorb(self, shard: int, result: StepResult, now: float) -> None:
         """Take in one shard's step result: counts, timings, claimed requests."""
@@ -316,7 +337,7 @@ class Pump:
                     )
                 )
                 continue
-            handout = Handout(lease)
+            handout = Handout(lease, now)
             request.meta[LEASE_META] = handout
             self.inhand.add(request, handout)
 

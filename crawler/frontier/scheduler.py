@@ -133,7 +133,7 @@ class FrontierScheduler(BaseScheduler):
         #: What each shard last told this worker; when to ask which for URLs.
         self.pacer = ShardPacer(shards, config.idle_poll)
         #: Leases held, from claim to ack.
-        self.inhand = InHand(config.concurrency)
+        self.inhand = InHand(config.concurrency, config.lease_timeout)
         self.pump = Pump(
             config,
             provider,

@@ -48,13 +48,18 @@ local active = P .. K.active
 local cool = P .. K.cool
 local sleeping = P .. K.sleeping
 
--- 1. Leases whose worker died (or stalled) give their URL and host back.
+-- 1. Leases whose worker died (or stalled) give their URL and host back. The host is ready again a
+-- politeness delay later (the minimum delay, or its floor if higher: robots.txt Crawl-delay): a
+-- worker that lost Redis may still have a request of it under way, and that fetch ends at the
+-- lease's expiry at the latest (a worker hands out nothing whose lease may have lapsed,
+-- crawler/frontier/inhand.py).
 local expired = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'LIMIT', 0, expire_limit)
 for _, member in ipairs(expired) do
   redis.call('ZREM', leases, member)
   local leaseno, level, id, host = parse_member(member)
   if leaseno then
-    requeue(P, leaseno, id, host, level, now, grouped, k_of)
+    local floor = tonumber(redis.call('HGET', P .. K.host_delay, host) or '0')
+    requeue(P, leaseno, id, host, level, fmt(now + math.max(min_delay, floor)), grouped, k_of)
   end
 end
 
