@@ -19,7 +19,8 @@ active in the downloader from the moment it leaves the scheduler, a response
 counts in the scraper's active size while its callback runs. The errors
 logged are Scrapy's, with its messages. Only with the crawler's
 :class:`~crawler.downloader.direct.DirectDownloader` (else Scrapy's engine
-stays as it is); ``TUNING_ONE_TASK_PER_REQUEST`` turns it off. The private
+stays as it is); ``TUNING_ONE_TASK_PER_REQUEST`` turns it off, with the lean
+spider-middleware manager (:mod:`crawler.spidermw`) set with it. The private
 parts of Scrapy it uses are listed in :mod:`crawler.scrapy_internals`.
 """
 
@@ -39,6 +40,7 @@ from twisted.python.failure import Failure
 
 from crawler.downloader.direct import DirectDownloader
 from crawler.scrapy_internals import aiter_errback, iter_errback
+from crawler.spidermw import use_lean_spidermw
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Iterable
@@ -149,11 +151,13 @@ class SequentialScraper(Scraper):
 
 
 def use_direct_engine(engine: Any) -> bool:
-    """Make Scrapy's engine a :class:`DirectEngine` when its downloader is a ``DirectDownloader``, and its
-    scraper a :class:`SequentialScraper`; whether it is one (a subclass of Scrapy's engine, or another
-    downloader: left as they are; a subclass of Scrapy's scraper is left as it is)."""
+    """Make Scrapy's engine a :class:`DirectEngine` when its downloader is a ``DirectDownloader``, its
+    scraper a :class:`SequentialScraper` and the scraper's spider-middleware manager lean
+    (:mod:`crawler.spidermw`); whether it is one (a subclass of Scrapy's engine, or another downloader:
+    left as they are; a subclass of Scrapy's scraper or manager is left as it is)."""
     if type(engine) is ExecutionEngine and isinstance(getattr(engine, "downloader", None), DirectDownloader):
         engine.__class__ = DirectEngine
         if type(engine.scraper) is Scraper:
             engine.scraper.__class__ = SequentialScraper
+        use_lean_spidermw(engine.scraper.spidermw)
     return isinstance(engine, DirectEngine)

@@ -94,6 +94,7 @@ class Pages(Spider):
         with open(os.environ["ENGINE_OUT"], "w") as out:
             json.dump({"engine": type(engine).__name__, "scraper": type(engine.scraper).__name__, "reason": reason,
                        "signals": type(self.crawler.signals).__name__,
+                       "spidermw": type(engine.scraper.spidermw).__name__,
                        "inprogress": len(engine._slot.inprogress), "downloader_active": len(engine.downloader.active),
                        "scraper_active": len(engine.scraper.slot.active),
                        "scraper_active_size": engine.scraper.slot.active_size,
@@ -143,6 +144,7 @@ def test_a_crawl_with_one_task_per_request_is_scrapys_crawl(tmp_path: Path) -> N
     assert (on_engine["engine"], off_engine["engine"]) == ("DirectEngine", "ExecutionEngine")
     assert (on_engine["scraper"], off_engine["scraper"]) == ("SequentialScraper", "Scraper")
     assert (on_engine["signals"], off_engine["signals"]) == ("LeanSignalManager", "SignalManager")
+    assert (on_engine["spidermw"], off_engine["spidermw"]) == ("LeanSpiderMiddlewareManager", "SpiderMiddlewareManager")
     assert on_stats == off_stats and on_items == off_items
     # Every path was taken: 8 of each kind; /moved became /target; /boom failed in its callback,
     # /late after its item (which is kept).

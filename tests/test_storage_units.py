@@ -530,6 +530,27 @@ def test_record_ids_are_random_version_4_uuids() -> None:
         assert str(parsed) == record_id[len("<urn:uuid:"):-1]
 
 
+def test_a_forked_child_draws_its_own_record_ids() -> None:
+    """Record ids come from random bytes read ahead; a child forked after a read must not repeat the
+    parent's next ids (two workers started by fork would write the same WARC-Record-IDs)."""
+    import os
+
+    from crawler.warc.records import random_record_id
+
+    random_record_id()  # the parent has bytes read ahead
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.write(write, "".join(random_record_id() for _ in range(3)).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    child = os.read(read, 4096).decode()
+    os.close(read)
+    assert len(child) == 3 * 47
+    assert child != "".join(random_record_id() for _ in range(3))
+
+
 def test_url_parts_pack_six_bits_per_character_and_back() -> None:
     from crawler.metadata.record import pack_url_part, unpack_url_part
 
