@@ -27,12 +27,9 @@ it, so an upgrade that moves one fails a unit test, not a crawl:
   ``scheduler``; the scraper's ``_scrape``, ``_check_if_closing``,
   ``handle_spider_output_async`` (overridden), ``_process_spidermw_output_async``,
   ``concurrent_items``, its slot's ``active``, ``active_size``, ``MIN_RESPONSE_SIZE``,
-  ``finish_response()``; ``iter_errback`` and ``aiter_errback``);
-* the spider-middleware manager's chaining of a callback's output, which
-  :mod:`crawler.spidermw` overrides (``_process_callback_output``,
-  ``_process_spider_output``) around Scrapy's ``_evaluate_iterable`` (and
-  ``methods``, ``_spider``, ``_mw_methods_requiring_spider``); ``tests/test_spidermw.py``
-  runs it against Scrapy's on the same scenarios.
+  ``finish_response()``; ``iter_errback`` and ``aiter_errback``); the spider-middleware
+  manager's ``_process_callback_output`` and ``_process_spider_output``, which
+  :mod:`crawler.spidermw` overrides around its ``_evaluate_iterable`` (checked by ``tests/test_spidermw.py``).
 """
 
 from __future__ import annotations
