@@ -12,9 +12,8 @@ it, so an upgrade that moves one fails a unit test, not a crawl:
   handler extends (:mod:`crawler.downloader.handler`), Scrapy's TLS context
   and TLS debug log, and its download-handler helpers (stop-download checks,
   data-loss and warn-size messages, building a response: :func:`make_response`);
-* whether any receiver listens to a signal (PyDispatcher's registry and its
-  ``connections`` table), so the handler and the downloader send a signal
-  only when someone listens;
+* whether any receiver listens to a signal (PyDispatcher's registry and its ``connections`` table), so
+  the handler and the downloader send a signal only when someone listens;
 * the downloader's slots, which :mod:`crawler.downloader.direct` subclasses
   (``Downloader._enqueue_request``, ``_get_slot``, ``_process_queue``, a
   slot's ``queue``, ``active``, ``transferring``, ``lastseen``,
@@ -27,9 +26,8 @@ it, so an upgrade that moves one fails a unit test, not a crawl:
   ``scheduler``; the scraper's ``_scrape``, ``_check_if_closing``,
   ``handle_spider_output_async`` (overridden), ``_process_spidermw_output_async``,
   ``concurrent_items``, its slot's ``active``, ``active_size``, ``MIN_RESPONSE_SIZE``,
-  ``finish_response()``; ``iter_errback`` and ``aiter_errback``); the spider-middleware
-  manager's ``_process_callback_output`` and ``_process_spider_output``, which
-  :mod:`crawler.spidermw` overrides around its ``_evaluate_iterable`` (checked by ``tests/test_spidermw.py``).
+  ``finish_response()``; ``iter_errback``, ``aiter_errback``); the spider-middleware manager's output
+  chaining, which :mod:`crawler.spidermw` overrides (checked by ``tests/test_spidermw.py``).
 """
 
 from __future__ import annotations
