@@ -833,8 +833,13 @@ def test_inhand_hands_out_no_request_whose_lease_may_have_lapsed() -> None:
     assert inhand.handed == {request: fresh} and fresh.handed_at >= now
     assert inhand.hand_out() is None
     assert inhand.capacity() == 3  # the lapsed ones hold no slot
-    assert inhand.take_lapsed() == {0: [stale[0].lease.member], 1: [stale[1].lease.member, late.lease.member]}
-    assert inhand.take_lapsed() == {}
+    taken = inhand.take_lapsed()
+    assert taken == {0: [stale[0].lease.member], 1: [stale[1].lease.member, late.lease.member]}
+    assert inhand.take_lapsed() == {} and inhand.newly_lapsed == 3
+    # A step that failed puts them back, to be given back by the next one: not lapsed again.
+    inhand.newly_lapsed = 0
+    inhand.put_back_lapsed(taken, 1)
+    assert inhand.take_lapsed() == {1: taken[1]} and inhand.newly_lapsed == 0
     # Given back with the buffer when the worker closes, if no step took them.
     held(5, 0, now - 29)
     inhand.add(Request("http://h6.example/"), Handout(Lease.from_member(b"6 0 6 h6.example"), now))

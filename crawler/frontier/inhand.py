@@ -57,6 +57,8 @@ class InHand:
         self.completer: LeaseCompleter | None = None
         #: Per shard: buffered leases not handed out because they may have lapsed, to give back.
         self.lapsed: dict[int, list[bytes]] = {}
+        #: How many lapsed since the pump last said so (a give-back that failed is not counted again).
+        self.newly_lapsed = 0
 
     def bind(self, completer: LeaseCompleter) -> None:
         self.completer = completer
@@ -82,6 +84,7 @@ class InHand:
             request, handout = buffer.popleft()
             if now - handout.confirmed_at > self.lapse_after:
                 self.lapsed.setdefault(handout.lease.shard, []).append(handout.lease.member)
+                self.newly_lapsed += 1
                 continue
             handout.handed_at = now
             self.handed[request] = handout

@@ -245,8 +245,8 @@ class Pump:
         enqueues, touches = self.intake.take()
         completions = self.inhand.take_completions()
         releases = self.inhand.take_lapsed()
-        if releases:
-            lapsed = sum(len(members) for members in releases.values())
+        if self.inhand.newly_lapsed:
+            lapsed, self.inhand.newly_lapsed = self.inhand.newly_lapsed, 0
             self.stats.inc_value("frontier/lease_lapsed", lapsed)
             logger.warning(
                 "Frontier gives back %d claimed requests not handed out in time: their leases were not renewed "
