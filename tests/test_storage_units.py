@@ -530,6 +530,30 @@ def test_record_ids_are_random_version_4_uuids() -> None:
         assert str(parsed) == record_id[len("<urn:uuid:"):-1]
 
 
+_URL_PIECES = st.sampled_from(["http", "https", "HTTP", "h", "://", ":", "/", "//", "?", "#", "[", "]", "::1", "@",
+                                "a", "b.example", ":8080", "%20", " ", "\t", "\n", "\x7f", "é", ";", "=", "&", ""])
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(_URL_PIECES, max_size=12).map("".join))
+def test_a_request_target_is_read_as_urlsplit_reads_it(url: str) -> None:
+    """The WARC request line's target and Host (crawler/warc/records.py url_target) are urlsplit's, for
+    any text; a URL urlsplit refuses is refused alike."""
+    from urllib.parse import urlsplit
+
+    from crawler.warc.records import url_target
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        with pytest.raises(ValueError):
+            url_target(url)
+        return
+    target = parts.path or "/"
+    assert url_target(url) == (parts.netloc, f"{target}?{parts.query}" if parts.query else target)
+    assert url_target("http://a.example/p;x/q?k=v#frag") == ("a.example", "/p;x/q?k=v")
+
+
 def test_a_forked_child_draws_its_own_record_ids() -> None:
     """Record ids come from random bytes read ahead; a child forked after a read must not repeat the
     parent's next ids (two workers started by fork would write the same WARC-Record-IDs)."""

@@ -33,6 +33,7 @@ the headers sent but for credentials (``Authorization``,
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -157,15 +158,31 @@ def stored_response_headers(fetch: Fetch) -> list[tuple[str, str]]:
     return headers
 
 
+#: An absolute URL's authority, path and query, as ``urlsplit`` reads them from a plain URL.
+_URL_PARTS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/?#\[\]]*)(?=[/?#]|\Z)([^?#]*)(?:\?([^#]*))?")
+
+
+def url_target(url: str) -> tuple[str, str]:
+    """The authority and request target (path or ``/``, then ``?query`` if any) of ``url``, as
+    ``urlsplit`` gives them: a plain URL (printable ASCII, no space at either end, no IPv6 literal)
+    read by one regular expression (a crawled URL is new each time: ``urlsplit``'s cache never hits,
+    2 to 4 us a URL), any other by ``urlsplit``."""
+    match = _URL_PARTS.match(url) if url.isascii() and url.isprintable() and url[-1:] != " " else None
+    if match is not None:
+        netloc, path, query = match.groups()
+    else:
+        parts = urlsplit(url)
+        netloc, path, query = parts.netloc, parts.path, parts.query
+    target = path or "/"
+    return netloc, f"{target}?{query}" if query else target
+
+
 def _request_line(fetch: Fetch) -> tuple[str, list[tuple[str, str]]]:
-    parts = urlsplit(fetch.url)
-    target = parts.path or "/"
-    if parts.query:
-        target = f"{target}?{parts.query}"
+    netloc, target = url_target(fetch.url)
     # Credentials sent (a proxy's, HTTP authentication's) are never archived.
     headers = [(name, MASK if name.lower() in _CREDENTIAL_HEADERS else value) for name, value in fetch.request_headers]
     if not any(name.lower() == "host" for name, _ in headers):
-        headers.insert(0, ("Host", parts.netloc))
+        headers.insert(0, ("Host", netloc))
     return f"{fetch.method} {target} {fetch.protocol}", headers
 
 
