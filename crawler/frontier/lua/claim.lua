@@ -50,9 +50,8 @@ local sleeping = P .. K.sleeping
 
 -- 1. Leases whose worker died (or stalled) give their URL and host back. The host is ready again a
 -- politeness delay later (the minimum delay, or its floor if higher: robots.txt Crawl-delay): a
--- worker that lost Redis may still have a request of it under way, and that fetch ends at the
--- lease's expiry at the latest (a worker hands out nothing whose lease may have lapsed,
--- crawler/frontier/inhand.py).
+-- worker that lost Redis may have a request of it that has just ended (a worker hands out nothing
+-- whose lease may have lapsed, crawler/frontier/inhand.py; one already under way is not stopped).
 local expired = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'LIMIT', 0, expire_limit)
 for _, member in ipairs(expired) do
   redis.call('ZREM', leases, member)
