@@ -208,7 +208,9 @@ def _query(query: str, config: NormalizationConfig) -> str:
     return "&".join(kept)
 
 
-_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#.*)?\Z", re.DOTALL)
+#: An absolute URL's scheme, authority (None without ``//``), path and query (None without ``?``), as RFC 3986
+#: splits them (also the WARC request line's target: crawler/warc/records.py url_target).
+URL_PARTS = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#.*)?\Z", re.DOTALL)
 _PORT = re.compile(r"[0-9]{0,5}\Z")
 _hosts: dict[str, str] = {}
 _MAX_HOSTS = 50_000
@@ -271,7 +273,7 @@ def normalize_url_parts(url: str, config: NormalizationConfig = DEFAULT_CONFIG) 
         url = url.translate(_TAB_NEWLINE)  # as a browser reads it; any other control is refused
         if _CONTROL.search(url):
             raise UrlError(f"control characters in {url!r}")
-    match = _URL.match(url)
+    match = URL_PARTS.match(url)
     if match is None:
         raise UrlError(f"malformed URL {url!r}")
     scheme_text, authority, path, query = match.groups()

@@ -33,7 +33,6 @@ the headers sent but for credentials (``Authorization``,
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -44,6 +43,7 @@ from warcio.recordloader import ArcWarcRecord
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import BufferWARCWriter
 
+from crawler.urls.normalize import URL_PARTS
 from crawler.warc.dates import warc_date
 from crawler.warc.digests import payload_digest, sha1_base32
 
@@ -158,18 +158,15 @@ def stored_response_headers(fetch: Fetch) -> list[tuple[str, str]]:
     return headers
 
 
-#: An absolute URL's authority, path and query, as ``urlsplit`` reads them from a plain URL.
-_URL_PARTS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/?#\[\]]*)(?=[/?#]|\Z)([^?#]*)(?:\?([^#]*))?")
-
-
 def url_target(url: str) -> tuple[str, str]:
     """The authority and request target (path or ``/``, then ``?query`` if any) of ``url``, as
     ``urlsplit`` gives them: a plain URL (printable ASCII, no space at either end, no IPv6 literal)
-    read by one regular expression (a crawled URL is new each time: ``urlsplit``'s cache never hits,
-    2 to 4 us a URL), any other by ``urlsplit``."""
-    match = _URL_PARTS.match(url) if url.isascii() and url.isprintable() and url[-1:] != " " else None
-    if match is not None:
-        netloc, path, query = match.groups()
+    read by the normalizer's regular expression (a crawled URL is new each time: ``urlsplit``'s cache
+    never hits, 2 to 4 us a URL), any other by ``urlsplit``."""
+    match = URL_PARTS.match(url) if url.isascii() and url.isprintable() and url[-1:] != " " else None
+    authority = match[2] if match is not None else None
+    if match is not None and authority is not None and "[" not in authority and "]" not in authority:
+        netloc, path, query = authority, match[3], match[4]
     else:
         parts = urlsplit(url)
         netloc, path, query = parts.netloc, parts.path, parts.query
