@@ -288,14 +288,15 @@ def due_time(client: Any, crawl_id: str, url: str, shard: int = 0) -> float | No
     """When a normalized URL is due for a recrawl (crawl-clock seconds), from the recrawl schedule's
     buckets; None when it is not scheduled."""
     from crawler.crawlstate.keys import ShardKeys
+    from crawler.crawlstate.schema import due_entry_time
     from crawler.urls import url_fingerprint, url_key
 
     keys = ShardKeys(crawl_id, shard)
     member = str(url_key(url_fingerprint(url)))
-    for bucket in client.zrange(keys.due, 0, -1):
+    for bucket, bound in client.zrange(keys.due, 0, -1, withscores=True):
         score = client.zscore(keys.due_bucket(int(bucket)), member)
         if score is not None:
-            return float(score)
+            return float(due_entry_time(bound, score))
     return None
 
 

@@ -20,6 +20,7 @@ from crawler.crawlstate.compact import LH_MOD, BucketSizes, LinearHash, lh_hash
 from crawler.crawlstate.encodings import SERVER_CONFIG, server_config_problems
 from crawler.crawlstate.keys import LAYOUT_VERSION, ShardKeys
 from crawler.crawlstate.library import compose
+from crawler.crawlstate.schema import due_entry_time
 from crawler.crawlstate.shards import ShardRouter, check_crawl_metadata
 from crawler.exceptions import ConfigurationError
 from crawler.metadata.record import KIND_OTHER, UrlRecord, UrlState
@@ -188,6 +189,54 @@ def test_many_calls_in_one_run_share_the_linear_hashing_state_and_save_it_once(r
     extra = [signed(rng.getrandbits(64)) for _ in range(3)]
     assert client.fcall("lhtest_adds", 1, keys.lh("seen"), keys.prefix, base, *extra) == 2973
     assert LinearHash.parse(client.get(keys.lh("seen"))).entries == 2973  # type: ignore[arg-type]
+
+
+_DUE_INSERTS = """
+local P, max = ARGV[1], tonumber(ARGV[2])
+for i = 3, #ARGV, 3 do
+  due_insert(P, ARGV[i], tonumber(ARGV[i + 1]), max, nil, tonumber(ARGV[i + 2]))
+end
+return 1
+"""
+
+
+def _schedule_entries(client: redis.Redis, keys: ShardKeys) -> list[tuple[int, list[tuple[str, int]]]]:
+    """Each bucket's bound and its entries (URL key, due time) in the bucket's order."""
+    buckets = []
+    for bucket, bound in client.zrange(keys.due, 0, -1, withscores=True):
+        entries = client.zrange(keys.due_bucket(int(bucket)), 0, -1, withscores=True)
+        assert all(score <= 0 for _, score in entries)
+        buckets.append((int(bound), [(member.decode(), due_entry_time(bound, score)) for member, score in entries]))
+    return buckets
+
+
+def test_the_recrawl_schedule_scores_entries_from_their_bucket_s_bound_latest_first(
+        redis_server: RedisServer) -> None:
+    """A crawl schedules its pages in the order it fetches them: each goes to the start of its
+    bucket's sorted set (scored from the bucket's bound, latest first; within one second by the
+    fetch's fraction of a second), the splits keep every entry's time, and an entry below every
+    bound gets a bucket of its own: no bound ever moves."""
+    client = redis_server.client()
+    keys = ShardKeys(f"due-{random.getrandbits(32)}")
+    t0, max_entries = 1_800_000_000, 8
+    # 40 pages fetched in order over 5 seconds, due a day later: 8 a second, steps rising.
+    pages = [(f"{1000 + i}", t0 + 86_400 + i // 8, (i % 8) * 100) for i in range(40)]
+    probe(client, _DUE_INSERTS, [keys.due], keys.prefix, max_entries,
+          *[value for page in pages for value in page])
+    buckets = _schedule_entries(client, keys)
+    assert sorted(key for _, entries in buckets for key, _ in entries) == sorted(key for key, _, _ in pages)
+    due = {key: t for key, t, _ in pages}
+    for bound, entries in buckets:
+        assert 0 < len(entries) <= max_entries + 1
+        assert all(t == due[key] and t >= bound for key, t in entries)
+        # The bucket's order is the reverse of the fetches': latest first.
+        assert [key for key, _ in entries] == sorted((key for key, _ in entries), key=int, reverse=True)
+    assert len(buckets) >= 40 // max_entries
+    # Below every bound: a bucket of its own, the others' bounds as they were.
+    probe(client, _DUE_INSERTS, [keys.due], keys.prefix, max_entries, "999", t0 + 3600, 0)
+    after = _schedule_entries(client, keys)
+    assert after[0] == (t0 + 3600, [("999", t0 + 3600)])
+    assert sorted(after[1:]) == sorted(buckets)
 
 
 def test_a_url_record_packed_by_lua_is_byte_identical_to_python_s(redis_server: RedisServer) -> None:

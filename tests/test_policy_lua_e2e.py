@@ -17,10 +17,10 @@ from tests.conftest import RedisServer
 
 _PLAN = compose("#!lua", """
 local t = revisit_terms(ARGV[1])
-local due, level = revisit_plan(t, tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]),
+local due, level, fraction = revisit_plan(t, tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]),
                                 tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]),
                                 tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12]))
-return {fmt(due), level}
+return {fmt(due), level, string.format('%.6f', fraction)}
 """)
 
 _POLICIES = [
@@ -65,8 +65,11 @@ def test_lua_plans_as_python_does(redis_server: RedisServer, which: int) -> None
                                   host=HostQuality(pages, errors, near))
         plan = plan_revisit(recrawl, priority, history, previous or None, signals)
         expected = (int(plan.due), levels.level(plan.priority))
-        due, level = script(args=[terms, observations, changes, first, repr(now), previous, depth, inlinks,
-                                  repr(importance), pages, errors, near])
+        due, level, fraction = script(args=[terms, observations, changes, first, repr(now), previous, depth,
+                                            inlinks, repr(importance), pages, errors, near])
+        # The due time's fraction of a second (the recrawl schedule's order within a second).
+        if abs(float(fraction) - (plan.due - int(plan.due))) > 1e-5:
+            differences.append(("fraction", now, plan.due, float(fraction)))
         if (int(due), int(level)) != expected:
             differences.append((observations, changes, first, now, previous, expected, (int(due), int(level))))
     assert not differences, differences[:5]

@@ -32,8 +32,9 @@ NAMESPACE = "frontier"
 #: (``check_crawl_metadata``): its keys would be misread. 1: one key per URL, host and
 #: duplicate; 2: compact (linear hashing by the low 24 bits of a URL key, states "L s n");
 #: 3: linear hashing by the key's last 9 decimal digits, binary states; 4: the near-duplicate index
-#: in hashes of 16 fields (``nd:<block>:<high byte>:<low byte div 16>``), where each held 256.
-LAYOUT_VERSION = 4
+#: in hashes of 16 fields (``nd:<block>:<high byte>:<low byte div 16>``), where each held 256; 5: the
+#: recrawl schedule's entries scored from their bucket's bound, latest first (``schema.DUE_STEPS``).
+LAYOUT_VERSION = 5
 
 
 #: Slots searched for a shard's tag (see :func:`shard_tag`).

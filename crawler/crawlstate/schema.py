@@ -96,10 +96,10 @@ SHARD_KEYS: dict[str, KeySpec] = {
     "dead": KeySpec("dead", "hash", "dead letter number -> its request", "page"),
     "dead_info": KeySpec("deadinfo", "hash", "dead letter number -> \"host\\tlevel\\ttime\\terror\\tmessage\"",
                           "page"),
-    "due": KeySpec("due", "zset", "bucket number -> lowest due time (crawl-clock s) it holds: the index of the "
-                    "recrawl schedule", "page"),
-    "due_bucket": KeySpec("due:", "zset", "<bucket>: URL key -> due time (crawl-clock s), one bucket of the "
-                           "recrawl schedule", "page"),
+    "due": KeySpec("due", "zset", "bucket number -> its bound, the lowest due time (crawl-clock s) it holds: "
+                    "the index of the recrawl schedule", "page"),
+    "due_bucket": KeySpec("due:", "zset", "<bucket>: URL key -> its due time from the bucket's bound, latest first "
+                           "(due_score), one bucket of the recrawl schedule", "page"),
     "due_sequence": KeySpec("dueseq", "string", "the last due bucket number given"),
     "due_count": KeySpec("duecount", "string", "URLs in the recrawl schedule"),
     "inlinks": KeySpec("inlinks", "string", "8-bit counters: the in-link sketch", "fixed"),
@@ -131,6 +131,18 @@ CRAWL_KEYS: dict[str, KeySpec] = {
     "slot_conf": KeySpec("slotconf", "hash", "host or politeness key -> its DOWNLOAD_SLOTS entry (JSON: delay, "
                           "concurrency, randomize_delay), every worker's", "host"),
 }
+
+
+#: Steps of a second in a recrawl-schedule entry's score (``DUE_STEPS`` in the Lua prelude): a bucket
+#: scores an entry of due time ``t`` as ``-((t - bound) * DUE_STEPS + step)``, ``step`` the fraction of
+#: a second of the fetch that scheduled it (``crawlstate/lua/due.lua``, ``due_score``).
+DUE_STEPS = 1024
+
+
+def due_entry_time(bound: float, score: float) -> int:
+    """The due time (crawl-clock seconds) of a recrawl-schedule entry scored ``score`` in a bucket whose
+    bound (its score in the index ``due``) is ``bound``."""
+    return int(bound) + int(-score) // DUE_STEPS
 
 
 # -- the URL record's layout (crawler.metadata.record packs and reads it) ------------------

@@ -1,12 +1,36 @@
--- The recrawl schedule: URL keys by due time in small sorted sets (the frontier drains it, the URL
+-- The recrawl schedule: URL keys by due time (crawl-clock seconds) in small sorted sets (the frontier drains it, the URL
 -- metadata moves a URL in it when it records a fetch).
 
 -- The recrawl schedule: URL keys by due time (crawl-clock seconds) in small
 -- sorted sets (P..K.due_bucket..n), each holding a range of times; the index
--- P..K.due maps each bucket to the lowest time it may hold. Every entry of a
--- bucket is at or above its bound and below the next bucket's; a bucket over
--- `max` entries is split in two at a time boundary; an empty one is removed.
--- The earliest due URLs are at the start of the first bucket.
+-- P..K.due maps each bucket to its bound, the lowest time it may hold, fixed
+-- when the bucket is made. Every entry of a bucket is at or above its bound and
+-- below the next bucket's; a bucket over `max` entries is split in two at a
+-- time boundary; an empty one is removed.
+-- An entry's score is its time relative to its bucket's bound, latest first
+-- (due_score): a new entry is most often the latest of its bucket, and a sorted
+-- set this small (a listpack) is searched from its start for where an entry
+-- goes, comparing the members of equal scores as text. So the score is
+-- -((t - bound) * DUE_STEPS + step), step (0 .. DUE_STEPS - 1) the planned
+-- time's fraction of a second: the URLs due in one second get distinct scores
+-- in the order of their exact times. Scores relative to the bound stay small
+-- integers, as compact in a listpack as epoch seconds.
+-- The earliest due URLs are at the end of the bucket of the lowest bound.
+
+-- An entry's score: time t (whole seconds) in a bucket of bound `bound`, step 0 .. DUE_STEPS - 1.
+local function due_score(t, bound, step)
+  return fmt(-((t - bound) * DUE_STEPS + step))
+end
+
+-- The time of an entry scored `score` (a number) in a bucket of bound `bound`.
+local function due_entry_time(bound, score)
+  return bound + math.floor(-score / DUE_STEPS)
+end
+
+-- The lowest score of an entry due at or before `now` (whole seconds, at or above `bound`).
+local function due_until(bound, now)
+  return fmt(-((now - bound + 1) * DUE_STEPS - 1))
+end
 
 -- What a `_many` function's run knows of the schedule (as LH_RUN in lhash.lua): the sizes of the
 -- buckets it touched (read once: most URLs of a run go to the same few buckets) and the change of
@@ -35,14 +59,10 @@ local function due_flush()
   end
 end
 
--- The bucket an entry of time t goes to, and its bound: the bucket of the highest bound <= t (its
--- bound not read: below or at t is all the caller asks), else the first one (bound above t).
-local function due_find(P, t, ts)
-  local found = redis.call('ZREVRANGEBYSCORE', P .. K.due, ts or fmt(t), '-inf', 'LIMIT', '0', '1')
-  if found[1] then
-    return found[1], t
-  end
-  found = redis.call('ZRANGE', P .. K.due, '0', '0', 'WITHSCORES')
+-- The bucket an entry of time t goes to, and its bound: the bucket of the highest bound <= t; nil
+-- if every bound is above t.
+local function due_find(P, ts)
+  local found = redis.call('ZREVRANGEBYSCORE', P .. K.due, ts, '-inf', 'WITHSCORES', 'LIMIT', '0', '1')
   if found[1] then
     return found[1], found[2] + 0
   end
@@ -96,20 +116,21 @@ local function due_remove(P, key, t)
   return false
 end
 
--- A bucket that passes max entries is split in two by rank (its upper half
--- moves to a new bucket whose bound is the half's first time), so a bucket
--- never holds more than max + 1 entries, equal times included.
-local function due_insert(P, key, t, max, ts)
+-- An entry of time t, `step` (due_score; 0 if none given) into the bucket due_find gives, or into a
+-- new bucket of bound t when every bound is above t (a bound never moves, the scores depend on it).
+-- A bucket that passes max entries is split in two by rank (its later half
+-- moves to a new bucket whose bound is the half's first time, the scores made
+-- relative to it), so a bucket never holds more than max + 1 entries, equal
+-- times included.
+local function due_insert(P, key, t, max, ts, step)
   ts = ts or fmt(t)
-  local b, bound = due_find(P, t, ts)
+  local b, bound = due_find(P, ts)
   if not b then
-    b = fmt(redis.call('INCR', P .. K.due_sequence))
+    b, bound = fmt(redis.call('INCR', P .. K.due_sequence)), t
     redis.call('ZADD', P .. K.due, ts, b)
-  elseif bound > t then
-    redis.call('ZADD', P .. K.due, ts, b)  -- below every bucket: the first one reaches down to t
   end
   local bucket = P .. K.due_bucket .. b
-  local added = redis.call('ZADD', bucket, ts, key) == 1
+  local added = redis.call('ZADD', bucket, due_score(t, bound, step or 0), key) == 1
   if added then
     due_counted(P, 1)
   end
@@ -127,26 +148,29 @@ local function due_insert(P, key, t, max, ts)
     return
   end
   local half = math.floor(n / 2)
-  local moving = redis.call('ZRANGE', bucket, half, -1, 'WITHSCORES')
+  local later = n - half  -- the first ranks: latest first
+  local moving = redis.call('ZRANGE', bucket, 0, later - 1, 'WITHSCORES')
+  local fresh_bound = due_entry_time(bound, moving[#moving] + 0)
+  local shift = (fresh_bound - bound) * DUE_STEPS
   local fresh = fmt(redis.call('INCR', P .. K.due_sequence))
   local add = batch('ZADD', P .. K.due_bucket .. fresh)
-  for i = 1, #moving, 2 do
-    push2(add, moving[i + 1], moving[i])
+  for i = #moving - 1, 1, -2 do  -- the earliest first, so that each goes to the start
+    push2(add, fmt(moving[i + 1] + shift), moving[i])
   end
   flush(add)
-  redis.call('ZREMRANGEBYRANK', bucket, half, -1)
-  redis.call('ZADD', P .. K.due, moving[2], fresh)
+  redis.call('ZREMRANGEBYRANK', bucket, 0, later - 1)
+  redis.call('ZADD', P .. K.due, fmt(fresh_bound), fresh)
   if sizes then
-    sizes[bucket], sizes[P .. K.due_bucket .. fresh] = half, n - half
+    sizes[bucket], sizes[P .. K.due_bucket .. fresh] = half, later
   end
 end
 
--- A URL moved in the recrawl schedule to time t: out of where its record `r` says it is (next_visit),
--- in at t, and r's next_visit set (its caller writes r).
-local function due_move(P, key, r, t, max, ts)
+-- A URL moved in the recrawl schedule to time t (`step`: due_insert): out of where its record `r`
+-- says it is (next_visit), in at t, and r's next_visit set (its caller writes r).
+local function due_move(P, key, r, t, max, ts, step)
   if r[URLREC.next_visit] > 0 then
     due_remove(P, key, r[URLREC.next_visit])
   end
-  due_insert(P, key, t, max, ts)
+  due_insert(P, key, t, max, ts, step)
   r[URLREC.next_visit] = t
 end

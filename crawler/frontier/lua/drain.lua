@@ -20,10 +20,11 @@ local moved = 0
 
 -- Every bucket whose bound is <= now may hold due entries (buckets of equal
 -- bounds are not ordered among themselves: see due_insert in crawlstate/lua/due.lua);
--- none above. A bucket drained empty leaves the index.
-local function take(b)
+-- none above. A bucket drained empty leaves the index. A bucket's entries are
+-- scored latest first (due_score): its due ones are its last, the earliest last.
+local function take(b, bound)
   local bucket = P .. K.due_bucket .. b
-  local keys = redis.call('ZRANGEBYSCORE', bucket, '-inf', now, 'LIMIT', 0, limit - moved)
+  local keys = redis.call('ZREVRANGEBYSCORE', bucket, '+inf', due_until(bound, now), 'LIMIT', 0, limit - moved)
   if #keys > 0 then
     for _, key in ipairs(keys) do
       local packed = redis.call('HGET', lh_key(records, lh_hash(key)), key)
@@ -56,15 +57,15 @@ end
 
 local offset = 0
 while moved < limit do
-  local buckets = redis.call('ZRANGEBYSCORE', index, '-inf', now, 'LIMIT', offset, 16)
+  local buckets = redis.call('ZRANGEBYSCORE', index, '-inf', now, 'WITHSCORES', 'LIMIT', offset, 16)
   if #buckets == 0 then
     break
   end
-  for _, b in ipairs(buckets) do
+  for i = 1, #buckets, 2 do
     if moved >= limit then
       break
     end
-    if take(b) then
+    if take(buckets[i], buckets[i + 1] + 0) then
       offset = offset + 1
     end
   end
@@ -75,23 +76,25 @@ end
 
 -- What is still due now (in the first buckets), and the earliest due time.
 local earliest, remaining = -1, 0
-local function head(b)
+local function head(b, bound)
   local bucket = P .. K.due_bucket .. b
-  local first = redis.call('ZRANGE', bucket, 0, 0, 'WITHSCORES')
+  local first = redis.call('ZRANGE', bucket, -1, -1, 'WITHSCORES')
   if first[2] then
-    local t = tonumber(first[2])
+    local t = due_entry_time(bound, first[2] + 0)
     if earliest < 0 or t < earliest then
       earliest = t
     end
   end
   return bucket
 end
-for _, b in ipairs(redis.call('ZRANGEBYSCORE', index, '-inf', now, 'LIMIT', 0, 16)) do
-  remaining = remaining + redis.call('ZCOUNT', head(b), '-inf', now)
+local due_now = redis.call('ZRANGEBYSCORE', index, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 16)
+for i = 1, #due_now, 2 do
+  local bound = due_now[i + 1] + 0
+  remaining = remaining + redis.call('ZCOUNT', head(due_now[i], bound), due_until(bound, now), '+inf')
 end
-local above = redis.call('ZRANGEBYSCORE', index, '(' .. now, '+inf', 'LIMIT', 0, 1)
+local above = redis.call('ZRANGEBYSCORE', index, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
 if above[1] then
-  head(above[1])
+  head(above[1], above[2] + 0)
 end
 if earliest >= 0 then
   earliest = earliest * 1000

@@ -101,10 +101,10 @@ end
 -- the schedule and the record `r` (its caller writes it), and into the reply.
 local function schedule(r, reply)
   local now = ARGV[revisit + 4] + 0
-  local due, level = revisit_plan(revisit_terms(ARGV[revisit]), reply[2], reply[3], reply[5], now, reply[4],
-                                  num(ARGV[revisit + 2]), reply[6], ARGV[revisit + 3] + 0,
-                                  reply[7], reply[8], reply[9])
-  due_move(P, key, r, due, num(ARGV[revisit + 1]))
+  local due, level, fraction = revisit_plan(revisit_terms(ARGV[revisit]), reply[2], reply[3], reply[5], now,
+                                            reply[4], num(ARGV[revisit + 2]), reply[6], ARGV[revisit + 3] + 0,
+                                            reply[7], reply[8], reply[9])
+  due_move(P, key, r, due, num(ARGV[revisit + 1]), nil, math.floor(fraction * DUE_STEPS))
   r[URLREC.level], r[URLREC.captured] = level, ARGV[revisit + 5] + 0
   reply[11], reply[12] = due, level
 end

@@ -53,7 +53,8 @@ end
 -- Due time (crawl-clock seconds, whole) and front-queue level of a URL's next visit, from its
 -- history after this fetch (observations, changes, first observation, this fetch `now`, the fetch
 -- before it: 0 if none), its depth and in-link estimate, its host's importance (0..1) and counters
--- (pages, errors, near duplicates). Same steps, same order of operations as plan_revisit.
+-- (pages, errors, near duplicates). Same steps, same order of operations as plan_revisit. Third,
+-- the due time's fraction of a second (the recrawl schedule orders a second's entries by it).
 local function revisit_plan(t, observations, changes, first, now, previous, depth, inlinks, importance_of_host,
                             pages, errors, near)
   local rate = nil
@@ -90,5 +91,7 @@ local function revisit_plan(t, observations, changes, first, now, previous, dept
   end
   local priority = clamp(round_even(score), t.minimum, t.maximum)
   local level = clamp(t.default_level - priority, 0, t.levels - 1)
-  return math.floor(now + interval), level
+  local due = now + interval
+  local whole = math.floor(due)
+  return whole, level, due - whole
 end
