@@ -843,6 +843,44 @@ def test_the_schedule_splits_into_buckets_and_drains_in_time_order(run: Callable
     run(body, due_batch=10_000)
 
 
+def test_a_run_of_schedule_calls_files_no_entry_in_a_bucket_it_removed(run: Callable[..., None]) -> None:
+    """Calls batched into one run (``crawler_schedule_many``), in order: x due at t + 3000 (a bucket), a
+    and b due at t (a bucket below it, which the run remembers for t: due.lua due_find), both moved to
+    t + 4000 (into x's bucket: theirs empties and leaves the index), then c due at t: c must go to a
+    bucket the index holds (what the run remembered of the index is forgotten when a bucket goes), and
+    drain must hand all four out."""
+    from crawler.crawlstate.schema import due_entry_time
+    from crawler.frontier.due import DueSchedule, Revisit
+
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None and h.client is not None
+        t0 = T0 // 1000
+        urls = ["http://m.test/x", "http://m.test/a", "http://m.test/b", "http://m.test/c"]
+        for u in urls:
+            await fetched_record(h, u, t0 - 100)
+        x, a, b, c = (url_key(url_fingerprint(u)) for u in urls)
+        schedule = DueSchedule(h.client, ShardRouter(h.config.crawl_id))
+        await schedule.open()
+        moves = [(x, t0 + 4000), (a, t0 + 1000), (b, t0 + 1000), (a, t0 + 5000), (b, t0 + 5000), (c, t0 + 1000)]
+        # One event-loop turn: one run of six calls, in this order.
+        scheduled = await asyncio.gather(*(schedule.schedule([Revisit(key, at, 1, "m.test", 0)])
+                                           for key, at in moves))
+        assert scheduled == [1] * 6
+        indexed = {}
+        for bucket, bound in await h.client.zrange(f.keys.due, 0, -1, withscores=True):
+            for member, score in await h.client.zrange(f.keys.due_bucket(int(bucket)), 0, -1, withscores=True):
+                indexed[int(member)] = due_entry_time(bound, score)
+        assert indexed == {x: t0 + 4000, a: t0 + 5000, b: t0 + 5000, c: t0 + 1000}
+        assert int(await h.client.get(f.keys.due_count)) == 4
+        f = await h.reopen()
+        await f.step(Step(drain_at_ms=(t0 + 6000) * 1000))
+        assert sorted(revisit_url(blob) for _, blob in await drain(f, T0)) == sorted(urls)
+        await schedule.close()
+
+    run(body)
+
+
 def test_touch_respects_the_last_fetch(run: Callable[..., None]) -> None:
     from crawler.frontier.due import DueSchedule, Revisit
     from crawler.frontier.redisfrontier import Touch

@@ -183,7 +183,7 @@ local function call_start(run)
   if not redis then bind_globals() end
   NUMBERS, BATCHES_OPEN = {}, 0
   if run then
-    LH_RUN, DUE_RUN = {}, {counts = {}, sizes = {}}
+    LH_RUN, DUE_RUN = {}, {counts = {}, sizes = {}, found = {}}
   else
     LH_RUN, DUE_RUN = false, false
   end

@@ -33,7 +33,8 @@ local function due_until(bound, now)
 end
 
 -- What a `_many` function's run knows of the schedule (as LH_RUN in lhash.lua): the sizes of the
--- buckets it touched (read once: most URLs of a run go to the same few buckets) and the change of
+-- buckets it touched (read once: most URLs of a run go to the same few buckets), the bucket found for
+-- each time (due_find), and the change of
 -- each shard's count of scheduled URLs, written once at the end of the run (due_flush; the run is
 -- one call, so no other client sees the count late). False in a single call (every function sets
 -- it as it starts).
@@ -60,13 +61,29 @@ local function due_flush()
 end
 
 -- The bucket an entry of time t goes to, and its bound: the bucket of the highest bound <= t; nil
--- if every bound is above t.
+-- if every bound is above t. A run remembers the answer for each time (DUE_RUN.found: the pages of a
+-- batch are often due in the same second) until the index changes (due_index_changed).
 local function due_find(P, ts)
+  local memo = DUE_RUN and DUE_RUN.found
+  local known = memo and memo[P .. ts]
+  if known then
+    return known[1], known[2]
+  end
   local found = redis.call('ZREVRANGEBYSCORE', P .. K.due, ts, '-inf', 'WITHSCORES', 'LIMIT', '0', '1')
   if found[1] then
+    if memo then
+      memo[P .. ts] = {found[1], found[2] + 0}
+    end
     return found[1], found[2] + 0
   end
   return nil, nil
+end
+
+-- The index changed (a bucket made or removed): what due_find remembers for the run is forgotten.
+local function due_index_changed()
+  if DUE_RUN then
+    DUE_RUN.found = {}
+  end
 end
 
 local function due_take(P, b, key)
@@ -85,6 +102,7 @@ local function due_take(P, b, key)
   end
   if empty then
     redis.call('ZREM', P .. K.due, b)
+    due_index_changed()
   end
   return true
 end
@@ -128,6 +146,7 @@ local function due_insert(P, key, t, max, ts, step)
   if not b then
     b, bound = fmt(redis.call('INCR', P .. K.due_sequence)), t
     redis.call('ZADD', P .. K.due, ts, b)
+    due_index_changed()
   end
   local bucket = P .. K.due_bucket .. b
   local added = redis.call('ZADD', bucket, due_score(t, bound, step or 0), key) == 1
@@ -160,6 +179,7 @@ local function due_insert(P, key, t, max, ts, step)
   flush(add)
   redis.call('ZREMRANGEBYRANK', bucket, 0, later - 1)
   redis.call('ZADD', P .. K.due, fmt(fresh_bound), fresh)
+  due_index_changed()
   if sizes then
     sizes[bucket], sizes[P .. K.due_bucket .. fresh] = half, later
   end
