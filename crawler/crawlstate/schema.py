@@ -134,8 +134,8 @@ CRAWL_KEYS: dict[str, KeySpec] = {
 
 
 #: Steps of a second in a recrawl-schedule entry's score (``DUE_STEPS`` in the Lua prelude): a bucket
-#: scores an entry of due time ``t`` as ``-((t - bound) * DUE_STEPS + step)``, ``step`` the fraction of
-#: a second of the fetch that scheduled it (``crawlstate/lua/due.lua``, ``due_score``).
+#: scores an entry of due time ``t`` as ``-((t - bound) * DUE_STEPS + step)``, ``step`` the planned
+#: time's fraction of a second (``crawlstate/lua/due.lua``, ``due_score``).
 DUE_STEPS = 1024
 
 

@@ -1,4 +1,4 @@
--- The recrawl schedule: URL keys by due time (crawl-clock seconds) in small sorted sets (the frontier drains it, the URL
+-- The recrawl schedule: URL keys by due time in small sorted sets (the frontier drains it, the URL
 -- metadata moves a URL in it when it records a fetch).
 
 -- The recrawl schedule: URL keys by due time (crawl-clock seconds) in small
@@ -8,13 +8,14 @@
 -- below the next bucket's; a bucket over `max` entries is split in two at a
 -- time boundary; an empty one is removed.
 -- An entry's score is its time relative to its bucket's bound, latest first
--- (due_score): a new entry is most often the latest of its bucket, and a sorted
--- set this small (a listpack) is searched from its start for where an entry
--- goes, comparing the members of equal scores as text. So the score is
--- -((t - bound) * DUE_STEPS + step), step (0 .. DUE_STEPS - 1) the planned
--- time's fraction of a second: the URLs due in one second get distinct scores
--- in the order of their exact times. Scores relative to the bound stay small
--- integers, as compact in a listpack as epoch seconds.
+-- (due_score): a sorted set this small (a listpack) is searched from its start
+-- for where an entry goes, comparing the members of equal scores as text, and
+-- where a crawl's pages get like intervals a new entry is the latest of its
+-- bucket. So the score is -((t - bound) * DUE_STEPS + step), step
+-- (0 .. DUE_STEPS - 1) the planned time's fraction of a second: the URLs due in
+-- one second get distinct scores in the order of their exact times. Scores
+-- from the bound are small integers: a listpack stores them in 3 bytes while a
+-- bucket spans less than 2 hours, in 4 up to 24 days (epoch seconds took 4).
 -- The earliest due URLs are at the end of the bucket of the lowest bound.
 
 -- An entry's score: time t (whole seconds) in a bucket of bound `bound`, step 0 .. DUE_STEPS - 1.
