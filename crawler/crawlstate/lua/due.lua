@@ -128,11 +128,7 @@ local function due_remove(P, key, t)
     end
     offset = offset + 8
   until #found < 16
-  if offset == 8 and #found == 0 then
-    local first = redis.call('ZRANGE', P .. K.due, '0', '0')
-    return first[1] ~= nil and due_take(P, first[1], key)
-  end
-  return false
+  return false  -- (no bound <= t: a bucket's entries are never below its bound, so t is not scheduled)
 end
 
 -- An entry of time t, `step` (due_score; 0 if none given) into the bucket due_find gives, or into a
