@@ -37,25 +37,12 @@ local simhash, blocks, max_distance, mode = ARGV[5], ARGV[6], num(ARGV[7]), num(
 local ref = ARGV[9]
 local digests = lh_open(P, 'dx', P .. K.digests, 'hash', num(ARGV[10]))
 local own_key, own_record = ARGV[12], ARGV[13]
--- The URL records' state, read when first needed (most pages need none).
+-- The URL records' state, opened when first needed (most pages need none). No helper is defined
+-- here: see lua/near.lua.
 local records
-local function opened()
-  if not records then
-    records = urls_open(P, num(ARGV[11]))
-  end
-  return records
-end
-
-local function finish(...)
-  lh_close(digests)
-  if records then
-    lh_close(records)
-  end
-  return {...}
-end
 
 if own_key ~= '' then
-  local records = opened()
+  records = urls_open(P, num(ARGV[11]))
   -- As Python packed it (the host by name): the metadata script stores the full record, the
   -- host by number, moments later.
   if redis.call('HSETNX', lh_key(records, lh_hash(own_key)), own_key, own_record) == 1 then
@@ -63,17 +50,10 @@ if own_key ~= '' then
   end
 end
 
--- The record of a reference (URL key, then shard), when it is in this shard
--- (Python reads its URL: the part after the host may be packed).
-local function url_of(reference)
-  if #reference < 10 or struct.unpack('>H', reference, 9) ~= here then
-    return ''
-  end
-  local key = int64_decimal(string.sub(reference, 1, 8))
-  local packed = redis.call('HGET', lh_key(opened(), lh_hash(key)), key)
-  return packed and record_external(P, packed) or ''
-end
-
+-- The reply, and the reference (URL key, then shard) whose URL record goes into reply[at], read
+-- at the end when the reference is in this shard (Python reads its URL: the part after the host
+-- may be packed).
+local reply, reference, at = nil, '', 6
 if digest_key ~= '' then
   -- A new digest (most pages) is recorded by the one command that finds it new.
   local bucket = lh_key(digests, lh_hash(digest_key))
@@ -82,124 +62,90 @@ if digest_key ~= '' then
   else
     local first = redis.call('HGET', bucket, digest_key)
     if string.sub(first, 1, 4) == string.sub(capture, 1, 4) then
-      return finish(first, url_of(string.sub(first, 5, 14)), '', -1, '', '')
+      reply, reference, at = {first, '', '', -1, '', ''}, string.sub(first, 5, 14), 2
     end
   end
 end
-if simhash == '' or blocks == '' then
-  return finish('', '', '', -1, '', '')
-end
 
--- The hash and field of a block whose two bytes are high and low (decimal bytes from a table, not
--- string.format: a C function call costs Redis' Lua as much as dozens of lines of arithmetic).
-local function near_slot(i, high, low)
-  local field = low % 16
-  return P .. K.near .. BYTE_DECIMAL[i] .. ':' .. BYTE_DECIMAL[high] .. ':' .. BYTE_DECIMAL[(low - field) / 16],
-         BYTE_DECIMAL[field]
-end
-
--- Block i of this page: its hash and field.
-local function block_of(i)
-  local high, low = string.byte(simhash, 2 * i + 1, 2 * i + 2)
-  return near_slot(i, high, low)
-end
-
--- A SimHash without block i (6 bytes), and whole again.
-local function outside(h, i)
-  if i == 0 then
-    return string.sub(h, 3, 8)
-  elseif i == 3 then
-    return string.sub(h, 1, 6)
-  end
-  return string.sub(h, 1, 2 * i) .. string.sub(h, 2 * i + 3, 8)
-end
-
-local function whole(rest, i)
-  return string.sub(rest, 1, 2 * i) .. string.sub(simhash, 2 * i + 1, 2 * i + 2) .. string.sub(rest, 2 * i + 1, 6)
-end
-
--- The reference filed with a SimHash under its block 0 (when that is in this shard).
-local function reference_of(h)
-  local entries = redis.call('HGET', near_slot(0, string.byte(h, 1, 2))) or ''
-  local rest = outside(h, 0)
-  for j = 1, #entries, 16 do
-    if string.sub(entries, j, j + 5) == rest then
-      return string.sub(entries, j + 6, j + 15)
-    end
-  end
-  return nil
-end
-
-if mode == 3 then
-  local found = reference_of(simhash)
-  if found then
-    return finish('', '', simhash, 0, found, url_of(found))
-  end
-  return finish('', '', '', -1, '', '')
-end
-
--- Bits set in a 24-bit number (SWAR: no loop, no table).
-local band, rshift, bxor = bit.band, bit.rshift, bit.bxor
-local function bits24(x)
-  x = x - band(rshift(x, 1), 0x555555)
-  x = band(x, 0x333333) + band(rshift(x, 2), 0x333333)
-  x = band(x + rshift(x, 4), 0x0F0F0F)
-  return band(x, 0xFF) + band(rshift(x, 8), 0xFF) + rshift(x, 16)
-end
-
--- This page's blocks held here ("0123" or a subset), each read once: the scan compares the
--- SimHash outside block i, 24 bits at a time, with each entry filed under the block; the add
--- appends to the entries read.
-local held = {string.byte(blocks, 1, -1)}
-local bytes = {string.byte(simhash, 1, 8)}
-local keys, fields, found = {}, {}, {}
--- Byte k of the 6 outside block i.
-local function nth_outside(k, i)
-  return k <= 2 * i and bytes[k] or bytes[k + 2]
-end
-local best, best_distance, best_ref = nil, max_distance + 1, ''
-for n = 1, #held do
-  local i = held[n] - 48
-  local key, field = block_of(i)
-  keys[n], fields[n] = key, field
-  if mode ~= 2 then
-    local entries = redis.call('HGET', key, field)
-    found[n] = entries or ''
-    if entries then
-      local high = nth_outside(1, i) * 65536 + nth_outside(2, i) * 256 + nth_outside(3, i)
-      local low = nth_outside(4, i) * 65536 + nth_outside(5, i) * 256 + nth_outside(6, i)
-      local width = i == 0 and 16 or 6
-      for j = 1, #entries, width do
-        local e1, e2, e3, e4, e5, e6 = string.byte(entries, j, j + 5)
-        local distance = bits24(bxor(high, e1 * 65536 + e2 * 256 + e3))
-        if distance < best_distance then
-          distance = distance + bits24(bxor(low, e4 * 65536 + e5 * 256 + e6))
-        end
-        if distance < best_distance then
-          best, best_distance = whole(string.sub(entries, j, j + 5), i), distance
-          best_ref = i == 0 and string.sub(entries, j + 6, j + 15) or ''
+if not reply and (simhash == '' or blocks == '') then
+  reply = {'', '', '', -1, '', ''}
+elseif not reply and mode == 3 then
+  local found = near_reference(P, simhash)
+  reply = found and {'', '', simhash, 0, found, ''} or {'', '', '', -1, '', ''}
+  reference = found or ''
+elseif not reply then
+  -- This page's blocks held here ("0123" or a subset), each read once: the scan compares the
+  -- SimHash outside block i, 24 bits at a time, with each entry filed under the block; the add
+  -- appends to the entries read.
+  local bxor = bit.bxor
+  local held = {string.byte(blocks, 1, -1)}
+  local b1, b2, b3, b4, b5, b6, b7, b8 = string.byte(simhash, 1, 8)
+  local bytes = {b1, b2, b3, b4, b5, b6, b7, b8}
+  local keys, fields, found = {false, false, false, false}, {false, false, false, false}, {false, false, false, false}
+  local best, best_distance, best_ref = nil, max_distance + 1, ''
+  for n = 1, #held do
+    local i = held[n] - 48
+    local key, field = near_slot(P, i, bytes[2 * i + 1], bytes[2 * i + 2])
+    keys[n], fields[n] = key, field
+    if mode ~= 2 then
+      local entries = redis.call('HGET', key, field)
+      found[n] = entries or ''
+      if entries then
+        -- Bytes 1-3 and 4-6 of the 6 outside block i.
+        local o = 2 * i
+        local x1 = 1 <= o and bytes[1] or bytes[3]
+        local x2 = 2 <= o and bytes[2] or bytes[4]
+        local x3 = 3 <= o and bytes[3] or bytes[5]
+        local x4 = 4 <= o and bytes[4] or bytes[6]
+        local x5 = 5 <= o and bytes[5] or bytes[7]
+        local x6 = 6 <= o and bytes[6] or bytes[8]
+        local high, low = x1 * 65536 + x2 * 256 + x3, x4 * 65536 + x5 * 256 + x6
+        local width = i == 0 and 16 or 6
+        for j = 1, #entries, width do
+          local e1, e2, e3, e4, e5, e6 = string.byte(entries, j, j + 5)
+          local distance = bits24(bxor(high, e1 * 65536 + e2 * 256 + e3))
+          if distance < best_distance then
+            distance = distance + bits24(bxor(low, e4 * 65536 + e5 * 256 + e6))
+          end
+          if distance < best_distance then
+            best, best_distance = near_whole(simhash, string.sub(entries, j, j + 5), i), distance
+            best_ref = i == 0 and string.sub(entries, j + 6, j + 15) or ''
+          end
         end
       end
     end
   end
-end
-if best then
-  if best_ref == '' and string.find(blocks, '0', 1, true) then
-    -- Found under another block: its reference is filed under its block 0, here too on one shard
-    -- (else the caller asks the shard of that block).
-    best_ref = reference_of(best) or ''
-  end
-  return finish('', '', best, best_distance, best_ref, url_of(best_ref))
-end
-if mode == 1 or mode == 2 then
-  for n = 1, #held do
-    local i = held[n] - 48
-    local entries = found[n] or redis.call('HGET', keys[n], fields[n]) or ''
-    if i == 0 then
-      redis.call('HSET', keys[n], fields[n], entries .. outside(simhash, 0) .. ref)
-    else
-      redis.call('HSET', keys[n], fields[n], entries .. outside(simhash, i))
+  if best then
+    if best_ref == '' and string.find(blocks, '0', 1, true) then
+      -- Found under another block: its reference is filed under its block 0, here too on one shard
+      -- (else the caller asks the shard of that block).
+      best_ref = near_reference(P, best) or ''
     end
+    reply, reference = {'', '', best, best_distance, best_ref, ''}, best_ref
+  else
+    if mode == 1 or mode == 2 then
+      for n = 1, #held do
+        local i = held[n] - 48
+        local entries = found[n] or redis.call('HGET', keys[n], fields[n]) or ''
+        if i == 0 then
+          redis.call('HSET', keys[n], fields[n], entries .. near_outside(simhash, 0) .. ref)
+        else
+          redis.call('HSET', keys[n], fields[n], entries .. near_outside(simhash, i))
+        end
+      end
+    end
+    reply = {'', '', '', -1, '', ''}
   end
 end
-return finish('', '', '', -1, '', '')
+
+if #reference >= 10 and struct.unpack('>H', reference, 9) == here then
+  records = records or urls_open(P, num(ARGV[11]))
+  local key = int64_decimal(string.sub(reference, 1, 8))
+  local packed = redis.call('HGET', lh_key(records, lh_hash(key)), key)
+  reply[at] = packed and record_external(P, packed) or ''
+end
+lh_close(digests)
+if records then
+  lh_close(records)
+end
+return reply
