@@ -2,8 +2,8 @@
 
 The prelude (:data:`PRELUDE`) is the helpers every function of the library may use, one file per
 concern (values, gathered writes, linear hashing, URL records, the recrawl schedule: this package's
-``lua/``; the frontier's hosts; the recrawl policy; the near-duplicate index), each using only those
-before it.
+``lua/``; the frontier's hosts; the recrawl policy; a URL's fetch history; the near-duplicate index), each
+using only those before it.
 :func:`compose_library` makes the crawl's function library of every script
 (:data:`LIBRARY_SCRIPTS`), which the Redis connection loads (``redisconn/functions.py``); :func:`compose` one script
 (``EVAL``) for tests and operators. Names of the schema (:mod:`crawler.crawlstate.schema`) and of the
@@ -219,7 +219,7 @@ def lua_text(package: str, name: str) -> str:
 PRELUDE: tuple[tuple[str, str], ...] = (
     ("crawler.crawlstate", "values"), ("crawler.crawlstate", "writes"), ("crawler.crawlstate", "lhash"),
     ("crawler.crawlstate", "records"), ("crawler.crawlstate", "due"), ("crawler.frontier", "hosts"),
-    ("crawler.policy", "revisit"), ("crawler.dedup", "near"),
+    ("crawler.policy", "revisit"), ("crawler.metadata", "history"), ("crawler.dedup", "near"),
 )
 
 

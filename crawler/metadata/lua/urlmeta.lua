@@ -44,71 +44,7 @@ local revisit = 10 + cells  -- the revisit's first argument, if any
 local plan = #ARGV >= revisit + 5
 local DIGEST, SIMHASH = URLREC_FLAG.FLAG_DIGEST, URLREC_FLAG.FLAG_SIMHASH
 
-local function distance(a, b)
-  local d = 0
-  for i = 1, 8 do
-    local x = bit.bxor(string.byte(a, i), string.byte(b, i))
-    while x > 0 do
-      x = bit.band(x, x - 1)
-      d = d + 1
-    end
-  end
-  return d
-end
-
-local function set_flag(r, flag, on)
-  local has = record_has(r, flag)
-  if on and not has then
-    r[URLREC.flags] = r[URLREC.flags] + flag
-  elseif has and not on then
-    r[URLREC.flags] = r[URLREC.flags] - flag
-  end
-end
-
--- The content fields of `from` (digest, SimHash, length, outlinks and their flags) into `to`.
-local function keep_content(to, from)
-  to[URLREC.digest], to[URLREC.simhash] = from[URLREC.digest], from[URLREC.simhash]
-  to[URLREC.length], to[URLREC.outlinks] = from[URLREC.length], from[URLREC.outlinks]
-  set_flag(to, DIGEST, record_has(from, DIGEST))
-  set_flag(to, SIMHASH, record_has(from, SIMHASH))
-end
-
--- The in-link estimate. The in-link sketch (P .. K.inlinks, counted by the
--- enqueue script) is a counting Bloom filter of saturating 8-bit cells, one
--- BITFIELD string; a URL's cells are its first four Bloom positions modulo
--- the number of cells, and its estimate the smallest of them (never below the
--- true count, above it only where every cell collides). The worker sends the
--- cells as BITFIELD offsets ('#<cell>', sketch_offsets in
--- crawler/urls/fingerprint.py): a number written as text in Lua is a sprintf.
-local function inlink_count()
-  if cells == 0 then
-    return 0
-  elseif cells == 4 then  -- the worker's count (SKETCH_CELLS): the call without a table
-    local c = redis.call('BITFIELD_RO', P .. K.inlinks, 'GET', 'u8', ARGV[10], 'GET', 'u8', ARGV[11],
-                         'GET', 'u8', ARGV[12], 'GET', 'u8', ARGV[13])
-    return math.min(c[1], c[2], c[3], c[4])
-  end
-  local args = {'BITFIELD_RO', P .. K.inlinks}
-  for i = 10, 9 + cells do
-    args[#args + 1] = 'GET'
-    args[#args + 1] = 'u8'
-    args[#args + 1] = ARGV[i]
-  end
-  return math.min(unpack(redis.call(unpack(args))))
-end
-
--- The next visit planned from a reply's history (as the recrawl pipeline would from the item), into
--- the schedule and the record `r` (its caller writes it), and into the reply.
-local function schedule(r, reply)
-  local now = ARGV[revisit + 4] + 0
-  local due, level, fraction = revisit_plan(revisit_terms(ARGV[revisit]), reply[2], reply[3], reply[5], now,
-                                            reply[4], num(ARGV[revisit + 2]), reply[6], ARGV[revisit + 3] + 0,
-                                            reply[7], reply[8], reply[9])
-  due_move(P, key, r, due, num(ARGV[revisit + 1]), nil, math.floor(fraction * DUE_STEPS))
-  r[URLREC.level], r[URLREC.captured] = level, ARGV[revisit + 5] + 0
-  reply[11], reply[12] = due, level
-end
-
+-- The helpers are lua/history.lua's.
 local quality = P .. K.host_quality
 local bucket = lh_key(records, lh_hash(key))
 local old_packed = redis.call('HGET', bucket, key)
@@ -121,10 +57,10 @@ if old_packed then
       and new_digest and record_has(old, DIGEST) and new[URLREC.digest] == old[URLREC.digest] then
     local counts = redis.call('HMGET', quality, host .. '|n', host .. '|e', host .. '|d')
     local reply = {0, old[URLREC.observations], old[URLREC.changes], old[URLREC.fetched_at],
-                   old[URLREC.first_fetch], inlink_count(),
+                   old[URLREC.first_fetch], inlink_count(P, ARGV, 10, cells),
                    (counts[1] or '0') + 0, (counts[2] or '0') + 0, (counts[3] or '0') + 0, 1, 0, 0}
     if plan then
-      schedule(old, reply)
+      history_schedule(P, key, old, reply, ARGV, revisit)
       redis.call('HSET', bucket, key, record_pack(old))
       lh_close(records)
     end
@@ -141,7 +77,7 @@ if old_packed then
   end
   if new[URLREC.status] == 304 and record_has(old, DIGEST) then
     -- Not modified: the stored content stands (validators refreshed if sent).
-    keep_content(new, old)
+    record_keep_content(new, old)
     new_digest = true
     if new.etag == '' then new.etag = old.etag end
     if new[URLREC.last_modified] == 0 then new[URLREC.last_modified] = old[URLREC.last_modified] end
@@ -152,7 +88,7 @@ if old_packed then
       if new[URLREC.digest] ~= old[URLREC.digest] then
         local far = true
         if record_has(new, SIMHASH) and record_has(old, SIMHASH) then
-          far = distance(new[URLREC.simhash], old[URLREC.simhash]) > threshold
+          far = simhash_distance(new[URLREC.simhash], old[URLREC.simhash]) > threshold
         end
         if far then
           changed = 1
@@ -166,7 +102,7 @@ if old_packed then
     end
   else
     -- A failed fetch keeps the last good content fields.
-    keep_content(new, old)
+    record_keep_content(new, old)
     new.etag, new[URLREC.last_modified] = old.etag, old[URLREC.last_modified]
   end
 else
@@ -189,9 +125,9 @@ if math.floor(flags / 2) % 2 == 1 then
   near = redis.call('HINCRBY', quality, host .. '|d', '1')
 end
 local reply = {changed, new[URLREC.observations], new[URLREC.changes], previous, new[URLREC.first_fetch],
-               inlink_count(), pages, errors, near, 0, 0, 0}
+               inlink_count(P, ARGV, 10, cells), pages, errors, near, 0, 0, 0}
 if plan then
-  schedule(new, reply)
+  history_schedule(P, key, new, reply, ARGV, revisit)
 end
 record_intern(P, new)
 redis.call('HSET', bucket, key, record_pack(new))
