@@ -135,7 +135,7 @@ def read_leased_urls(server: RedisServer, crawl_id: str) -> set[str]:
     keys = ShardKeys(crawl_id)
     client = server.client()
     urls = set()
-    for member in client.zrange(keys.leases, 0, -1):
+    for member in client.zrangebyscore(keys.leases, "-inf", "(inf"):  # not the anchor (schema.ZSET_ANCHOR)
         leaseno, _level, request_id, host = member.decode().split(" ", 3)
         if request_id == "0":
             continue  # a robots.txt lease: its host's first page stayed queued, nothing is held

@@ -56,7 +56,7 @@ def leased_pages(server: RedisServer, crawl_id: str) -> set[tuple[int, int]]:
     keys = ShardKeys(crawl_id)
     client = server.client()
     pages = set()
-    for member in client.zrange(keys.leases, 0, -1):
+    for member in client.zrangebyscore(keys.leases, "-inf", "(inf"):  # not the anchor (schema.ZSET_ANCHOR)
         leaseno, _level, _id, host = member.decode().split(" ", 3)
         blob = client.hget(keys.leased, leaseno)
         if blob is not None and not blob.startswith(b"@"):
@@ -245,7 +245,8 @@ def test_a_buffered_lease_that_may_have_lapsed_is_given_back_not_fetched(
         assert stats.get_value("frontier/released") == 3
         again = [handout for _, handout in scheduler.inhand.buffer]
         assert len(again) == 3 and not {handout.lease.member for handout in again} & set(members)
-        assert set(await client.zrange(scheduler.keys.leases, 0, -1)) == {handout.lease.member for handout in again}
+        assert set(await client.zrangebyscore(scheduler.keys.leases, "-inf", "(inf")) == {
+            handout.lease.member for handout in again}
         assert all(handout.confirmed_at >= sent_at for handout in again)  # the new leases run from their claim
         await scheduler.provider.close()
 

@@ -19,6 +19,7 @@ import pytest
 from redis.asyncio import Redis
 
 from crawler.crawlstate.keys import ShardKeys
+from crawler.crawlstate.schema import ZSET_ANCHOR
 from crawler.crawlstate.shards import ShardRouter
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.outcome import HostSignal, LeaseAction
@@ -287,6 +288,34 @@ def test_resting_host_keeps_its_time_after_its_back_queue_is_gone(run: Callable[
         f = await h.reopen()
         assert (await f.claim(T0 + 2999, 1)).claimed == []
         assert [b for _, b in (await f.claim(T0 + 3000, 1)).claimed] == [b"http://a.test/2"]
+
+    run(body)
+
+
+def test_the_ready_heap_and_the_leases_are_skip_lists_whose_anchor_is_never_counted(run: Callable[..., None]) -> None:
+    """A sorted set written on every page stays a skip list with a few entries (its anchor, scored +inf):
+    no claim, count or next time ever names the anchor."""
+    async def body(h: Harness) -> None:
+        f = h.frontier
+        assert f is not None and h.client is not None
+        keys = ShardKeys(h.config.crawl_id)
+        await f.enqueue([entry("http://a.test/1"), entry("http://b.test/1"), entry("http://c.test/1")])
+        claim = await f.claim(T0, 2)
+        assert (len(claim.claimed), claim.leased, claim.next_expiry_ms) == (2, 2, T0 + 10_000)
+        for key in (keys.ready, keys.leases):
+            assert await h.client.object("encoding", key) == b"skiplist"
+            assert await h.client.zscore(key, ZSET_ANCHOR) == float("inf")
+        f = await h.reopen()
+        counts = await f.counts()
+        assert (counts.leased, counts.ready_hosts) == (2, 0)  # both hosts in flight, c.test not yet opened
+        last = await f.claim(T0, 5)
+        assert [lease.host for lease, _ in last.claimed] == ["c.test"] and last.leased == 3
+        assert last.next_ready_ms is None  # nothing left but the anchor
+        await f.ack([Completion(lease.member, T0 + 1, T0 + 1) for lease, _ in claim.claimed + last.claimed])
+        done = await f.claim(T0 + 1, 5)
+        assert (done.claimed, done.leased, done.next_expiry_ms, done.expired) == ([], 0, None, 0)
+        counts = await f.counts()
+        assert (counts.leased, counts.queued) == (0, 0)
 
     run(body)
 

@@ -120,7 +120,7 @@ def continuous(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServ
             metadata[(host, path)] = url_record(client, crawl_id, url)
     quality = {k.decode(): int(v) for k, v in client.hgetall(keys.host_quality).items() if k}  # b"": the placeholder
     due = int(client.get(keys.due_count) or 0)
-    waiting = int(client.get(keys.queued) or 0) + client.zcard(keys.leases)
+    waiting = int(client.get(keys.queued) or 0) + client.zcount(keys.leases, "-inf", "(inf")
     client.close()
     return {"result": result, "fetches": fetches, "metadata": metadata, "quality": quality, "due": due, "waiting": waiting,
             "crawl_id": crawl_id}

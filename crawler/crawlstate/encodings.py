@@ -32,9 +32,12 @@ SERVER_CONFIG: dict[str, int] = {
 #: hosts) are written on every page; as a listpack each write scans it (``ZADD`` finds the member,
 #: then walks to its score): at a limit of 1024 that was a third of Redis' instructions on a web of
 #: 2,000 hosts, and 1.17x the instructions per page on one of 300 (``benchmarks/redis_cost.py``,
-#: 2026-12-06). Past 128 entries they are skip lists.
+#: 2026-12-06). Past 128 entries they are skip lists; the ready heap and the leases at any size, while
+#: ``zset-max-listpack-value`` (Redis' default, 64) is below the length of their anchor member
+#: (``schema.ZSET_ANCHOR``).
 SERVER_CONFIG_MOST: dict[str, int] = {
     "zset-max-listpack-entries": 128,
+    "zset-max-listpack-value": 64,
 }
 
 

@@ -51,6 +51,7 @@ def _constants() -> dict[str, str]:
         "URLREC_COUNT": str(len(RECORD_FIELDS)),
         "URLREC_VERSION": str(RECORD_VERSION),
         "DUE_STEPS": str(schema.DUE_STEPS),
+        "ZSET_ANCHOR": _lua_string(schema.ZSET_ANCHOR),
         # A byte's decimal digits (BYTE_DECIMAL[200] is '200'): a table lookup, where string.format
         # is a C function call, about 2,000 of Redis' instructions each.
         "BYTE_DECIMAL": "{[0] = '0', " + ", ".join(f"'{n}'" for n in range(1, 256)) + "}",

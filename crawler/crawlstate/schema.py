@@ -139,6 +139,15 @@ CRAWL_KEYS: dict[str, KeySpec] = {
 DUE_STEPS = 1024
 
 
+#: A member of the ready heap and of the leases, scored +inf, that keeps each a skip list at any size
+#: (``ZSET_ANCHOR`` in the Lua prelude; the claim script adds it). Both are written on every page, and a
+#: sorted set below ``zset-max-listpack-entries`` is a listpack, where each ``ZADD`` scans it twice (for
+#: the member, then to its score); a member longer than ``zset-max-listpack-value`` (64 bytes, at most
+#: ``encodings.SERVER_CONFIG_MOST``) makes Redis convert it. Readers count and list them below +inf.
+ZSET_ANCHOR = "~ a sorted set kept a skip list " + "~" * 48
+assert len(ZSET_ANCHOR) > 64
+
+
 def due_entry_time(bound: float, score: float) -> int:
     """The due time (crawl-clock seconds) of a recrawl-schedule entry scored ``score`` in a bucket whose
     bound (its score in the index ``due``) is ``bound``."""

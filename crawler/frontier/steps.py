@@ -202,9 +202,10 @@ async def read_counts(client: AnyRedis, keys: ShardKeys, levels: int = 0) -> Fro
     """One shard's counters and sizes (a few O(1) reads), with the length of ``levels`` front queues."""
     pipe = client.pipeline(transaction=False)
     pipe.get(keys.queued)
-    pipe.zcard(keys.leases)
+    # The ready heap and the leases hold an anchor at +inf (schema.ZSET_ANCHOR): counted below it.
+    pipe.zcount(keys.leases, "-inf", "(inf")
     pipe.scard(keys.active)
-    pipe.zcard(keys.ready)
+    pipe.zcount(keys.ready, "-inf", "(inf")
     pipe.get(keys.seen_count)
     pipe.get(keys.due_count)
     pipe.zcard(keys.sleeping)

@@ -60,7 +60,7 @@ async def host_answer(client: AnyRedis, lookup: Lookup, host_or_url: str) -> dic
         pipe.llen(keys.queue(host, level))
     (active, ready_at, wake_at, parked, cool_at, delay_ms, throttle, failures, robots_until, group, quality,
      budget_used, sitemaps, *lengths) = await pipe.execute()
-    members: list[Any] = await client.zrange(keys.leases, 0, -1)
+    members: list[Any] = await client.zrangebyscore(keys.leases, "-inf", "(inf")
     in_flight = [text(member) for member in members if text(member).rsplit(" ", 1)[-1] == host]
     queued = {str(level): int(n) for level, n in enumerate(lengths) if int(n)}
     front = len(await front_entries(client, lookup, keys, host)) if not active else 0

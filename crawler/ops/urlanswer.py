@@ -201,7 +201,7 @@ async def _in_leases(client: AnyRedis, lookup: Lookup, keys: ShardKeys, host: st
         if leaseno != TABLE_FIELD and _entry_is(raw_bytes(blob), host, url, key):
             number = text(leaseno)
             expiry = None
-            members: list[Any] = await client.zrange(keys.leases, 0, -1, withscores=True)
+            members: list[Any] = await client.zrangebyscore(keys.leases, "-inf", "(inf", withscores=True)
             for member, score in members:
                 if text(member).split(" ", 1)[0] == number:
                     expiry = float(score) / 1000

@@ -47,6 +47,9 @@ local ready = P .. K.ready
 local active = P .. K.active
 local cool = P .. K.cool
 local sleeping = P .. K.sleeping
+-- The ready heap and the leases stay skip lists (ZSET_ANCHOR, crawler/crawlstate/schema.py).
+redis.call('ZADD', ready, 'NX', 'inf', ZSET_ANCHOR)
+redis.call('ZADD', leases, 'NX', 'inf', ZSET_ANCHOR)
 
 -- 1. Leases whose worker died (or stalled) give their URL and host back. The host is ready again a
 -- politeness delay later (the minimum delay, or its floor if higher: robots.txt Crawl-delay): a
@@ -345,13 +348,13 @@ end
 local next_ready = redis.call('ZRANGE', ready, '0', '0', 'WITHSCORES')
 local next_expiry = redis.call('ZRANGE', leases, '0', '0', 'WITHSCORES')
 local next_wake = redis.call('ZRANGE', sleeping, '0', '0', 'WITHSCORES')
-local next_at = next_ready[2] and tonumber(next_ready[2]) or -1
+local next_at = next_ready[1] ~= ZSET_ANCHOR and next_ready[2] and tonumber(next_ready[2]) or -1
 if next_wake[2] and (next_at < 0 or tonumber(next_wake[2]) < next_at) then
   next_at = tonumber(next_wake[2])
 end
 local next_ready_ms = next_at
-local next_expiry_ms = next_expiry[2] and tonumber(next_expiry[2]) or -1
+local next_expiry_ms = next_expiry[1] ~= ZSET_ANCHOR and next_expiry[2] and tonumber(next_expiry[2]) or -1
 local queued = tonumber(redis.call('GET', P .. K.queued) or '0')
-local leased = redis.call('ZCARD', leases)
+local leased = redis.call('ZCARD', leases) - 1  -- not the anchor
 local woken = #waking / 2
 return {claimed, #expired, moved, next_ready_ms, next_expiry_ms, queued, leased, missing, opened, woken}
