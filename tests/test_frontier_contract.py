@@ -29,6 +29,7 @@ from crawler.policy.backoff import BackoffPolicy
 from crawler.policy.politeness import PolitenessKey
 from crawler.urls import bloom_offsets, bloom_positions, normalize_url, url_fingerprint, url_key
 from crawler.urls.domains import RegisteredDomains
+from crawler.urls.fingerprint import POSITIONS, sketch_offsets
 from tests.conftest import RedisServer
 
 T0 = 1_700_000_000_000  # a fixed "now", in ms
@@ -702,6 +703,21 @@ def test_a_large_call_stores_every_url_once_in_order(run: Callable[..., None]) -
         # Each URL twice in the same call: the second is a duplicate.
         added, duplicates = await f.enqueue(own + other + own[:50] + other[:50])
         assert (added, duplicates) == (6600, 100)
+        # Every URL's Bloom bits and in-link cells are written, across the step's BITFIELD commands of
+        # BITFIELD_CHUNK operations each: a discovery counts once, a URL sent twice twice.
+        assert h.client is not None
+        keys, pipe = ShardKeys(h.config.crawl_id), h.client.pipeline(transaction=False)
+        for e in own + other:
+            offsets = list(POSITIONS[SEEN.bloom_hashes].unpack(e.bloom_positions))
+            for offset in offsets:
+                pipe.getbit(keys.bloom, offset)
+            pipe.bitfield_ro(keys.inlinks, "u8", sketch_offsets(offsets, 4096)[0],
+                             [("u8", cell) for cell in sketch_offsets(offsets, 4096)[1:]])
+        replies = iter(await pipe.execute())
+        for n in range(len(own) + len(other)):
+            assert [next(replies) for _ in range(SEEN.bloom_hashes)] == [1] * SEEN.bloom_hashes
+            sent = 2 if n < 50 or len(own) <= n < len(own) + 50 else 1
+            assert min(next(replies)) >= sent
         f = await h.reopen()
         assert await f.enqueue(own[::7] + other[::7]) == (0, len(own[::7]) + len(other[::7]))
         await f.ack([Completion(lease.member, T0, T0)])

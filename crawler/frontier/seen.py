@@ -19,10 +19,11 @@
   false positive never loses a URL.
 
 The check and the exact store's add happen in the enqueue script, atomically
-with the enqueue; the worker sets the Bloom bits of every URL it sent with a
-plain ``BITFIELD`` right after the script, in the same round trip. A URL whose
-bits are not set yet (another worker's call between the two) reads as "surely
-new" and is then found in the exact store as the script adds it: a duplicate.
+with the enqueue; the worker sets the Bloom bits of every URL it sent with
+plain ``BITFIELD`` commands right after the script (``BITFIELD_CHUNK`` bits
+each, ``crawler/frontier/wire.py``), in the same round trip. A URL whose bits
+are not set yet (another worker's call between the two) reads as "surely new"
+and is then found in the exact store as the script adds it: a duplicate.
 """
 
 from __future__ import annotations
