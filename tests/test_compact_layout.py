@@ -152,6 +152,38 @@ def test_linear_hashing_splits_keep_every_entry_in_the_bucket_python_computes(re
     assert _members_in_place(client, keys, lh, most=16 * 4) == 2000
 
 
+def test_a_split_of_a_hash_structure_keeps_every_field_and_its_value(redis_server: RedisServer) -> None:
+    """The hash kind (URL records, exact duplicate index): splits rewrite a bucket with the fields that
+    stay, so every field keeps its value and sits in the bucket Python computes for it."""
+    client = redis_server.client()
+    keys = ShardKeys(f"lh-{random.getrandbits(32)}")
+    base = keys.urls(0)[:-1]
+    body = """
+local lh = lh_open(ARGV[1], 'url', ARGV[2], 'hash', 4)
+for i = 3, #ARGV do
+  if redis.call('HSET', lh_key(lh, lh_hash(ARGV[i])), ARGV[i], 'v' .. ARGV[i]) == 1 then
+    lh.added = lh.added + 1
+  end
+end
+lh_close(lh)
+return redis.call('GET', ARGV[1] .. K.lh .. 'url')
+"""
+    rng = random.Random(7)
+    added: list[int] = []
+    for _ in range(10):
+        batch = [signed(rng.getrandbits(64)) for _ in range(60)]
+        state = probe(client, body, [keys.lh("url")], keys.prefix, base, *batch)
+        added += batch
+    lh = LinearHash.parse(state)  # type: ignore[arg-type]
+    assert lh.entries == 600 and lh.buckets >= 600 // 4
+    found = {}
+    for bucket in range(lh.buckets):
+        fields = {int(k): v.decode() for k, v in client.hgetall(keys.urls(bucket)).items()}
+        assert all(lh.bucket(key) == bucket for key in fields), bucket
+        found.update(fields)
+    assert found == {key: f"v{key}" for key in added}
+
+
 def test_many_calls_in_one_run_share_the_linear_hashing_state_and_save_it_once(redis_server: RedisServer) -> None:
     """A script's many form opens a linear-hashing state once for all its calls and writes its count at
     the end (splits write theirs at once): after runs of 100 calls of 3 keys each, with a call failing
