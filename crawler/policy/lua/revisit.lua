@@ -46,8 +46,17 @@ local function round_even(x)
   return f
 end
 
+-- math.min(high, math.max(low, x)) to the last case (NaN gives low, as Python's min and max do),
+-- without its two C function calls.
 local function clamp(x, low, high)
-  return math.min(high, math.max(low, x))
+  local v = low
+  if x > low then
+    v = x
+  end
+  if v < high then
+    return v
+  end
+  return high
 end
 
 -- Due time (crawl-clock seconds, whole) and front-queue level of a URL's next visit, from its
