@@ -37,6 +37,31 @@ def signed(value: int) -> int:
     return struct.unpack(">q", value.to_bytes(8, "big"))[0]
 
 
+def test_fmt_writes_a_number_as_string_format_d_does(redis_server: RedisServer) -> None:
+    """values.lua's fmt (digits by groups of three from tables) against string.format('%d') of the
+    number, rounded half up if it has a fraction: whole numbers of every length up to 2^53, negative
+    ones, fractions; given as a number or as its text."""
+    client = redis_server.client()
+    rng = random.Random(11)
+    numbers = [0, 1, 9, 10, 999, 1000, 1001, 999_999, 1_000_000, 10**12, 1_800_000_000_123, 10**15 - 1, 10**15,
+               2**53 - 1, 2**53]
+    numbers += [rng.randrange(min(10 ** rng.randrange(1, 17), 2**53)) for _ in range(400)]
+    numbers += [-n for n in numbers[:200]]
+    text = " ".join(str(n) for n in numbers) + " 0.5 1.5 2.4999 -0.5 -1.5 999.5 1234567.49 1234567.5"
+    body = """
+local mine, theirs = {}, {}
+for word in string.gmatch(ARGV[1], '[^ ]+') do
+  local n = tonumber(word)
+  mine[#mine + 1] = fmt(#mine % 2 == 0 and n or word)
+  theirs[#theirs + 1] = string.format('%d', n % 1 == 0 and n or math.floor(n + 0.5))
+end
+return {mine, theirs}
+"""
+    mine, theirs = probe(client, body, [], text)  # type: ignore[misc]
+    assert mine == theirs and len(mine) == len(numbers) + 8
+    assert [int(n) for n in mine[: len(numbers)]] == numbers
+
+
 def test_lh_hash_in_lua_is_python_s_for_signed_64_bit_keys(redis_server: RedisServer) -> None:
     client = redis_server.client()
     rng = random.Random(3)

@@ -55,6 +55,10 @@ def _constants() -> dict[str, str]:
         # A byte's decimal digits (BYTE_DECIMAL[200] is '200'): a table lookup, where string.format
         # is a C function call, about 2,000 of Redis' instructions each.
         "BYTE_DECIMAL": "{[0] = '0', " + ", ".join(f"'{n}'" for n in range(1, 256)) + "}",
+        # The digits of 0 .. 999, and the same padded to three: fmt (values.lua) writes a whole number
+        # by groups of three from these tables.
+        "DIGITS3": "{[0] = '0', " + ", ".join(f"'{n}'" for n in range(1, 1000)) + "}",
+        "DIGITS3_PAD": "{[0] = '000', " + ", ".join(f"'{n:03d}'" for n in range(1, 1000)) + "}",
     }
 
 
