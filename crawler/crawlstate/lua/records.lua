@@ -24,7 +24,7 @@ local function record_pack(r)
 end
 
 local function record_has(r, flag)
-  return math.floor(r[URLREC.flags] / flag) % 2 == 1
+  return r[URLREC.flags] % (2 * flag) >= flag  -- (arithmetic: math.floor is a C function call)
 end
 
 -- A stored record keeps its host as a 3-byte number of the shard
@@ -55,7 +55,8 @@ local function record_intern(P, r)
   end
   local id = host_number(P, string.sub(r.tail, 1, n))
   if id then
-    r.tail = string.char(math.floor(id / 65536), math.floor(id / 256) % 256, id % 256) .. string.sub(r.tail, n + 1)
+    local low, mid = id % 256, id % 65536
+    r.tail = string.char((id - mid) / 65536, (mid - low) / 256, low) .. string.sub(r.tail, n + 1)
     r[URLREC.host_len] = 3
     r[URLREC.flags] = r[URLREC.flags] + HOST_ID
   end

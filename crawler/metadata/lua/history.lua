@@ -65,7 +65,8 @@ local function history_schedule(P, key, r, reply, ARGV, at)
   local due, level, fraction = revisit_plan(revisit_terms(ARGV[at]), reply[2], reply[3], reply[5], now,
                                             reply[4], num(ARGV[at + 2]), reply[6], ARGV[at + 3] + 0,
                                             reply[7], reply[8], reply[9])
-  due_move(P, key, r, due, num(ARGV[at + 1]), nil, math.floor(fraction * DUE_STEPS))
+  local step = fraction * DUE_STEPS
+  due_move(P, key, r, due, num(ARGV[at + 1]), nil, step - step % 1)
   r[URLREC.level], r[URLREC.captured] = level, ARGV[at + 5] + 0
   reply[11], reply[12] = due, level
 end

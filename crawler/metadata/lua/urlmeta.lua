@@ -121,7 +121,7 @@ local errors, near = (counts[1] or '0') + 0, (counts[2] or '0') + 0
 if flags % 2 == 1 then
   errors = redis.call('HINCRBY', quality, host .. '|e', '1')
 end
-if math.floor(flags / 2) % 2 == 1 then
+if flags % 4 >= 2 then
   near = redis.call('HINCRBY', quality, host .. '|d', '1')
 end
 local reply = {changed, new[URLREC.observations], new[URLREC.changes], previous, new[URLREC.first_fetch],

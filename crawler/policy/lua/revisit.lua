@@ -38,7 +38,7 @@ local LOG2 = 0.6931471805599453
 
 -- Python's round(): half to even.
 local function round_even(x)
-  local f = math.floor(x)
+  local f = x - x % 1  -- (floor: math.floor is a C function call)
   local d = x - f
   if d > 0.5 or (d == 0.5 and f % 2 == 1) then
     return f + 1
@@ -101,6 +101,6 @@ local function revisit_plan(t, observations, changes, first, now, previous, dept
   local priority = clamp(round_even(score), t.minimum, t.maximum)
   local level = clamp(t.default_level - priority, 0, t.levels - 1)
   local due = now + interval
-  local whole = math.floor(due)
+  local whole = due - due % 1
   return whole, level, due - whole
 end
