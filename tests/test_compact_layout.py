@@ -157,6 +157,19 @@ def _members_in_place(client: Any, keys: ShardKeys, lh: LinearHash, most: int | 
     return found
 
 
+def _filled(client: Any, body: str, keys: ShardKeys, name: str, base: str, *, seed: int, batches: int,
+            size: int) -> tuple[LinearHash, list[int]]:
+    """Random signed 64-bit keys added through ``body`` (which returns the state of the linear-hashing
+    structure ``name``) in ``batches`` calls of ``size``: the state read back, and the keys."""
+    rng = random.Random(seed)
+    added: list[int] = []
+    for _ in range(batches):
+        batch = [signed(rng.getrandbits(64)) for _ in range(size)]
+        state = probe(client, body, [keys.lh(name)], keys.prefix, base, *batch)
+        added += batch
+    return LinearHash.parse(state), added  # type: ignore[arg-type]
+
+
 def test_linear_hashing_splits_keep_every_entry_in_the_bucket_python_computes(redis_server: RedisServer) -> None:
     """Entries added in batches through lh_open/lh_close: the structure splits as it grows, every
     bucket holds only keys that hash to it, and Python's LinearHash finds each key's bucket."""
@@ -164,13 +177,7 @@ def test_linear_hashing_splits_keep_every_entry_in_the_bucket_python_computes(re
     keys = ShardKeys(f"lh-{random.getrandbits(32)}")
     base = keys.seen_exact(0)[:-1]
     body = _lh_adds(16) + "return redis.call('GET', ARGV[1] .. K.lh .. 'seen')\n"
-    rng = random.Random(5)
-    added: list[int] = []
-    for _ in range(20):
-        batch = [signed(rng.getrandbits(64)) for _ in range(100)]
-        state = probe(client, body, [keys.lh("seen")], keys.prefix, base, *batch)
-        added += batch
-    lh = LinearHash.parse(state)  # type: ignore[arg-type]
+    lh, added = _filled(client, body, keys, "seen", base, seed=5, batches=20, size=100)
     assert lh.entries == len(set(added)) == 2000
     assert lh.buckets >= 2000 // 16
     # No bucket has grown past a few times the load (each stays a small intset).
@@ -193,13 +200,7 @@ end
 lh_close(lh)
 return redis.call('GET', ARGV[1] .. K.lh .. 'url')
 """
-    rng = random.Random(7)
-    added: list[int] = []
-    for _ in range(10):
-        batch = [signed(rng.getrandbits(64)) for _ in range(60)]
-        state = probe(client, body, [keys.lh("url")], keys.prefix, base, *batch)
-        added += batch
-    lh = LinearHash.parse(state)  # type: ignore[arg-type]
+    lh, added = _filled(client, body, keys, "url", base, seed=7, batches=10, size=60)
     assert lh.entries == 600 and lh.buckets >= 600 // 4
     found = {}
     for bucket in range(lh.buckets):
