@@ -12,15 +12,18 @@ machine's drift falls on both alike:
   redis-server together (the tree);
 * ``polite.py``'s web (5,000 hosts of 10 pages, 5-20 ms latency, a
   robots.txt mix), alive and with a dead twin for every second host:
-  pages/s, redis-server CPU per page, politeness violations.
+  pages/s, the worker's and redis-server's CPU per page (the worker's all
+  of it, start-up included), politeness violations.
 
 It prints each run, then per checkout the median and the range over the
 rounds: a difference of medians inside both ranges is the machine's noise.
 ``--checkout`` is a directory with the other code, its C extensions built
 (``git worktree add DIR COMMIT``, then ``python setup.py build_ext
---inplace`` there with this venv's Python).
+--inplace`` there with this venv's Python); given more than once, every
+checkout crawls in each round, each round starting one checkout further on.
 
-Usage: ``python benchmarks/compare.py --checkout DIR [--rounds 3] [--seconds 30] [--polite-seconds 45]``.
+Usage: ``python benchmarks/compare.py --checkout DIR [--rounds 3] [--seconds 30] [--polite-seconds 45]``;
+``--skip-pipeline`` crawls the polite web alone, ``--skip-dead`` leaves out its half-dead crawl.
 Not a test: the figures depend on the machine and its load.
 """
 
@@ -50,30 +53,43 @@ def spread(runs: list[dict[str, object]], key: str) -> str:
     return f"{statistics.median(values):.3f} [{min(values):.3f}-{max(values):.3f}]"
 
 
+def in_turn(checkouts: list[Path], round_: int) -> list[Path]:
+    """The checkouts in round ``round_``'s order: each round starts one further on (two alternate)."""
+    start = round_ % len(checkouts)
+    return checkouts[start:] + checkouts[:start]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="this checkout against another, alternated")
-    parser.add_argument("--checkout", type=Path, required=True, help="the other checkout (C extensions built)")
+    parser.add_argument("--checkout", type=Path, required=True, action="append",
+                        help="another checkout (C extensions built); repeat it for several")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=30, help="crawl time on the pipeline's webs")
     parser.add_argument("--polite-seconds", type=int, default=45, help="crawl time on the polite web")
     parser.add_argument("--hosts", type=int, default=2000, help="hosts of the pipeline's webs")
     parser.add_argument("--polite-hosts", type=int, default=5000, help="hosts of the polite web")
-    parser.add_argument("--skip-polite", action="store_true")
+    parser.add_argument("--skip-polite", action="store_true", help="the pipeline's webs alone")
+    parser.add_argument("--skip-pipeline", action="store_true", help="the polite web alone")
+    parser.add_argument("--skip-dead", action="store_true", help="on the polite web, the crawl at defaults alone")
     args = parser.parse_args()
-    other = args.checkout.resolve()
-    if not (other / "crawler").is_dir():
-        parser.error(f"--checkout {other}: no crawler package there")
-    checkouts = [ROOT, other]
+    others = [path.resolve() for path in args.checkout]
+    for other in others:
+        if not (other / "crawler").is_dir():
+            parser.error(f"--checkout {other}: no crawler package there")
+    if args.skip_polite and args.skip_pipeline:
+        parser.error("--skip-polite with --skip-pipeline leaves nothing to crawl")
+    checkouts = [ROOT, *others]
     workdir = Path(tempfile.mkdtemp(prefix="compare-"))
     services = throughput.Services(workdir)
     results: list[dict[str, object]] = []
     try:
-        for name, spec in throughput.headline_webs(args.hosts).items():
+        pipeline_webs = {} if args.skip_pipeline else throughput.headline_webs(args.hosts)
+        for name, spec in pipeline_webs.items():
             web = throughput.Web(spec, workdir / f"web-{len(results)}.log")
             try:
                 seeds = web.seeds(workdir / "seeds.txt")
                 for round_ in range(args.rounds):
-                    for checkout in checkouts if round_ % 2 == 0 else checkouts[::-1]:
+                    for checkout in in_turn(checkouts, round_):
                         command = throughput.crawler_command(seeds, services, f"cmp-{uuid.uuid4().hex[:8]}",
                                                              args.seconds)
                         run = throughput.measure(name, web, services, [(command, checkout)], args.seconds, polite=True)
@@ -90,14 +106,16 @@ def main() -> None:
             spec = polite.web_spec(args.polite_hosts, workdir)
             web = polite.DeadWeb(spec, workdir, "polite")
             try:
-                seeds = {"polite (defaults)": web.seeds(workdir / "alive.txt", dead=False),
-                         "polite, half dead": web.seeds(workdir / "dead.txt", dead=True)}
+                seeds = {"polite (defaults)": web.seeds(workdir / "alive.txt", dead=False)}
+                if not args.skip_dead:
+                    seeds["polite, half dead"] = web.seeds(workdir / "dead.txt", dead=True)
                 for round_ in range(args.rounds):
                     for label, path in seeds.items():
-                        for checkout in checkouts if round_ % 2 == 0 else checkouts[::-1]:
+                        for checkout in in_turn(checkouts, round_):
                             crawl = polite.crawl(label, web, services, path, args.polite_seconds, [], root=checkout)
                             results.append(row(checkout, label, {
                                 "pages/s": crawl.pages_per_second,
+                                "worker ms/page": 1000 * crawl.worker_cpu / crawl.pages if crawl.pages else 0.0,
                                 "redis ms/page": 1000 * crawl.redis_cpu / crawl.pages if crawl.pages else 0.0,
                                 "violations": crawl.audit.overlaps + crawl.audit.short_gaps,
                             }))

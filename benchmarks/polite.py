@@ -23,7 +23,9 @@ every host new.
 
 For each run it prints pages/s (answered page requests of live hosts, not
 robots.txt), new hosts opened/s (robots.txt requests of live hosts: each
-host's first request), the two together, and the politeness audit from the
+host's first request), the two together, the CPU per page of the workers
+(all of it, start-up included; two workers' summed) and of redis-server,
+Redis' memory at the end, and the politeness audit from the
 mock web's own request log: requests in flight at once to one host
 (overlaps), and start-to-start gaps on a host below the delay in force
 (``max(FRONTIER_MIN_DELAY, Crawl-delay, FRONTIER_DELAY_FACTOR x the previous
@@ -156,6 +158,8 @@ class CrawlRun:
     redis_cpu: float
     redis_memory: int
     final_progress: str
+    #: CPU seconds of the worker processes, user and system.
+    worker_cpu: float = 0.0
 
     @property
     def pages_per_second(self) -> float:
@@ -195,7 +199,12 @@ def crawl(label: str, web: DeadWeb, services: Services, seeds: Path, seconds: in
     try:
         processes = [subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=handle)
                      for handle in handles]
-        codes = [process.wait() for process in processes]
+        codes, worker_cpu = [], 0.0
+        for process in processes:
+            _, status, usage = os.wait4(process.pid, 0)
+            process.returncode = os.waitstatus_to_exitcode(status)
+            codes.append(process.returncode)
+            worker_cpu += usage.ru_utime + usage.ru_stime
     finally:
         for handle in handles:
             handle.close()
@@ -219,18 +228,19 @@ def crawl(label: str, web: DeadWeb, services: Services, seeds: Path, seconds: in
                          lambda host: CRAWL_DELAY if host in crawl_delay_hosts else 0.0, TOLERANCE)
     progress = [line for line in stderr.splitlines() if "Progress:" in line]
     final = progress[-1].split("Progress: ", 1)[-1] if progress else ""
-    return CrawlRun(label, len(pages), len(opened), seconds_, report, redis_cpu, memory, final)
+    return CrawlRun(label, len(pages), len(opened), seconds_, report, redis_cpu, memory, final, worker_cpu)
 
 
 def print_runs(runs: list[CrawlRun]) -> None:
     header = (f"{'run':<28} {'pages':>7} {'pages/s':>8} {'hosts opened/s':>14} {'pages+hosts/s':>13} "
-              f"{'redis ms/page':>13} {'redis MB':>8} {'overlaps':>8} {'short gaps':>10} {'gaps checked':>12}")
+              f"{'worker ms/page':>14} {'redis ms/page':>13} {'redis MB':>8} {'overlaps':>8} {'short gaps':>10} {'gaps checked':>12}")
     print(header)
     print("-" * len(header))
     for run in runs:
         redis_ms = 1000 * run.redis_cpu / run.pages if run.pages else 0.0
+        worker_ms = 1000 * run.worker_cpu / run.pages if run.pages else 0.0
         print(f"{run.label:<28} {run.pages:>7} {run.pages_per_second:>8.1f} {run.hosts_per_second:>14.1f} "
-              f"{run.requests_per_second:>13.1f} {redis_ms:>13.3f} {run.redis_memory / 2**20:>8.1f} "
+              f"{run.requests_per_second:>13.1f} {worker_ms:>14.3f} {redis_ms:>13.3f} {run.redis_memory / 2**20:>8.1f} "
               f"{run.audit.overlaps:>8} {run.audit.short_gaps:>10} {run.audit.checked:>12}")
 
 
