@@ -711,8 +711,8 @@ def test_a_large_call_stores_every_url_once_in_order(run: Callable[..., None]) -
             offsets = list(POSITIONS[SEEN.bloom_hashes].unpack(e.bloom_positions))
             for offset in offsets:
                 pipe.getbit(keys.bloom, offset)
-            pipe.bitfield_ro(keys.inlinks, "u8", sketch_offsets(offsets, 4096)[0],
-                             [("u8", cell) for cell in sketch_offsets(offsets, 4096)[1:]])
+            first, *cells = sketch_offsets(offsets, 4096)
+            pipe.bitfield_ro(keys.inlinks, "u8", first, [("u8", cell) for cell in cells])
         replies = iter(await pipe.execute())
         for n in range(len(own) + len(other)):
             assert [next(replies) for _ in range(SEEN.bloom_hashes)] == [1] * SEEN.bloom_hashes
